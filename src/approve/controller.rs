@@ -88,12 +88,8 @@ pub async fn run(
         csr_watch = csr_watch.labels(labels);
     }
     let watches = Watches::start(
-        Watch::new(api.clone(), csr_watch)
-            .named("certificatesigningrequests")
-            .stream(),
-        Watch::new(Api::<Node>::all(client.clone()), watching)
-            .named("nodes")
-            .stream(),
+        Watch::new(api.clone(), csr_watch, "certificatesigningrequests").stream(),
+        Watch::new(Api::<Node>::all(client.clone()), watching, "nodes").stream(),
         &metrics,
     );
     tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");

@@ -182,9 +182,7 @@ impl KubeObject {
             .timeout(watch_seconds(timeout))
             .any_semantic();
         config.page_size = None;
-        let events = super::watch::Watch::new(api, config)
-            .named(self.object.to_string())
-            .stream();
+        let events = super::watch::Watch::new(api, config, self.object.to_string()).stream();
         let mut events = std::pin::pin!(events);
         // The object as listed, until the list is complete.
         let mut listed: Option<K> = None;

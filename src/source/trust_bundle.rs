@@ -75,9 +75,7 @@ impl Selection {
                 }
             }
         };
-        Watch::new(Api::all(client), config)
-            .named(self.to_string())
-            .stream()
+        Watch::new(Api::all(client), config, self.to_string()).stream()
     }
 }
 

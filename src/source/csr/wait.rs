@@ -37,9 +37,8 @@ impl CsrSource {
             .fields(&format!("metadata.name={name}"))
             .timeout(watch_seconds(self.settings.watch_timeout));
         config.page_size = None;
-        let events = Watch::new(api.clone(), config)
-            .named(format!("certificatesigningrequest {name}"))
-            .stream();
+        let what = format!("certificatesigningrequest {name}");
+        let events = Watch::new(api.clone(), config, what).stream();
         let mut events = std::pin::pin!(events);
         let mut listed = false;
         loop {

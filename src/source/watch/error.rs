@@ -9,7 +9,7 @@ pub enum WatchError {
     #[error("{verb} {what}: {message}")]
     Api {
         verb: &'static str,
-        /// What is watched ([`super::Watch::named`]).
+        /// What is watched ([`super::Watch::new`]).
         what: String,
         code: Option<u16>,
         message: String,

@@ -45,7 +45,7 @@ use reflector::Loop;
 pub struct Watch<K> {
     api: Api<K>,
     config: watcher::Config,
-    what: Option<String>,
+    what: String,
     pacing: Pacing,
     recovery: Recovery,
     gate: Gate,
@@ -55,37 +55,22 @@ impl<K> Watch<K>
 where
     K: Resource + Clone + DeserializeOwned + Send + 'static,
 {
-    pub fn new(api: Api<K>, config: watcher::Config) -> Self {
+    /// `what`: what the log and errors call the watched objects
+    /// ("secret ns/tls").
+    pub fn new(api: Api<K>, config: watcher::Config, what: impl Into<String>) -> Self {
         Self {
             api,
             config,
-            what: None,
+            what: what.into(),
             pacing: Pacing::default(),
             recovery: Recovery::process(),
             gate: Gate::process(),
         }
     }
 
-    /// What the log and errors call the watched objects ("secret ns/tls");
-    /// by default the resource's path and the selectors.
-    #[must_use]
-    pub fn named(mut self, what: impl Into<String>) -> Self {
-        self.what = Some(what.into());
-        self
-    }
-
     /// The events, forever (it never ends; drop it to stop watching).
     pub fn stream(self) -> impl Stream<Item = Result<Event<K>, WatchError>> + Send + 'static {
         let url = self.api.resource_url().to_owned();
-        let what = self.what.unwrap_or_else(|| {
-            let selectors = [&self.config.field_selector, &self.config.label_selector]
-                .into_iter()
-                .flatten()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join(",");
-            format!("{url} {selectors}").trim_end().to_owned()
-        });
         // Bookmarks always: they move the resume point on while nothing
         // selected changes, so a resumed watch is rarely too old.
         let watch = WatchParams {
@@ -112,7 +97,7 @@ where
             request: kube::core::Request::new(url),
             list,
             watch,
-            what,
+            what: self.what,
         };
         let state = Loop::new(conn, self.pacing, self.recovery, self.gate);
         futures::stream::unfold(state, |mut state| async move {

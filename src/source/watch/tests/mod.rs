@@ -164,7 +164,7 @@ fn paced(
             short: Duration::from_secs(1),
             ..Pacing::default()
         },
-        ..Watch::new(api, config).named("configmaps in ns")
+        ..Watch::new(api, config, "configmaps in ns")
     }
     .stream()
 }

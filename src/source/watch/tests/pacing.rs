@@ -104,7 +104,11 @@ async fn a_loop_hearing_from_the_server_again_wakes_the_others() {
                 ..Pacing::default()
             },
             recovery: recovery.clone(),
-            ..Watch::new(api, watcher::Config::default().timeout(1000))
+            ..Watch::new(
+                api,
+                watcher::Config::default().timeout(1000),
+                "configmaps in ns",
+            )
         }
         .stream();
         (stream, seen)
@@ -157,7 +161,11 @@ async fn loops_of_other_processes_keep_their_backoff() {
             ..Pacing::default()
         },
         recovery: Recovery::default(),
-        ..Watch::new(api, watcher::Config::default().timeout(1000))
+        ..Watch::new(
+            api,
+            watcher::Config::default().timeout(1000),
+            "configmaps in ns",
+        )
     }
     .stream();
     let other = Recovery::default();
@@ -186,7 +194,11 @@ async fn a_permit_is_held_until_the_answer_or_the_timeout_never_across_a_watch()
             },
             recovery: Recovery::default(),
             gate: gate.clone(),
-            ..Watch::new(api, watcher::Config::default().timeout(1000)).named("configmaps in ns")
+            ..Watch::new(
+                api,
+                watcher::Config::default().timeout(1000),
+                "configmaps in ns",
+            )
         }
         .stream();
         (stream, seen)

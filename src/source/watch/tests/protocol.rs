@@ -220,9 +220,10 @@ async fn a_cluster_scoped_watch_pair_fills_listed_sets() {
     let selector = "spec.signerName=kubernetes.io/kubelet-serving";
 
     let watching = watcher::Config::default().timeout(290);
-    let mut csr_events =
-        std::pin::pin!(Watch::new(csrs.clone(), watching.clone().fields(selector)).stream());
-    let mut node_events = std::pin::pin!(Watch::new(nodes, watching).stream());
+    let mut csr_events = std::pin::pin!(
+        Watch::new(csrs.clone(), watching.clone().fields(selector), "csrs").stream()
+    );
+    let mut node_events = std::pin::pin!(Watch::new(nodes, watching, "nodes").stream());
 
     let (mut csr_list, mut node_list) = (
         crate::source::Listed::default(),
