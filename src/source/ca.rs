@@ -284,29 +284,16 @@ impl CaSource {
     ) {
         let mut live = live;
         let current = self.adopt(live.as_ref()).await;
-        let mut state = Renewing::new(&self.mapping, &self.metrics, current);
-        let mut deadline: Option<SystemTime> = None;
+        let renew = (self.spec.issue.renew, self.renew_floor);
+        let mut state = Renewing::new(&self.mapping, &self.metrics, renew, current);
         loop {
-            let now = SystemTime::now();
-            let at = match state.backoff() {
-                Some(backoff) => now + backoff,
-                None if state.current.is_some() => match deadline {
-                    Some(at) => at,
-                    None => *deadline.insert(
-                        state
-                            .schedule(self.spec.issue.renew, self.renew_floor)
-                            .unwrap_or(now),
-                    ),
-                },
-                None => now,
-            };
-            let wait = at.duration_since(now).unwrap_or_default();
-            let recheck = state.current.is_some() && state.attempt() == 0 && wait > self.recheck;
+            let wait = state.wait();
+            let recheck = state.current.is_some() && state.failures == 0 && wait > self.recheck;
             tokio::select! {
                 () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = tokio::time::sleep(wait) => {}
                 () = tokio::time::sleep(self.recheck), if recheck => {
-                    if self.still_fits(live.as_ref(), &state, &mut deadline).await {
+                    if self.still_fits(live.as_ref(), &mut state).await {
                         continue;
                     }
                 }
@@ -317,28 +304,21 @@ impl CaSource {
             };
             match result {
                 Ok(issued) => {
-                    deadline = None;
                     let not_after = validate::rfc3339(issued.window.not_after);
-                    let was = state.current;
                     match state.issued(issued.window) {
                         Ok(()) => {
                             tracing::info!(mapping = %self.mapping, %not_after, signer = %self.spec.issue.signer, "certificate issued");
                             live = Some(issued.bundle.clone());
                             super::error::publish(&tx, Ok(issued.bundle));
                         }
-                        Err(retry) => {
-                            let live_not_after = was
-                                .map(|l| validate::rfc3339(l.not_after))
-                                .unwrap_or_default();
-                            let retry_at = validate::rfc3339(validate::unix_seconds(retry));
+                        Err((live_not_after, retry_at)) => {
                             tracing::warn!(mapping = %self.mapping, %not_after, %live_not_after, %retry_at, "the issued certificate expires before the live one; keeping the live pair, issuing again when one would outlast it");
-                            deadline = Some(retry);
                         }
                     }
                 }
                 Err(e) => {
                     let first = state.failed(e.reason(), &e.to_string());
-                    let attempt = state.attempt();
+                    let attempt = state.failures;
                     if first {
                         self.failed(&e, "the live files stay; retrying with backoff");
                         tracing::error!(mapping = %self.mapping, error = %e, attempt, "issuing a certificate failed; the live files stay; retrying with backoff");
@@ -352,14 +332,9 @@ impl CaSource {
 
     /// At a recheck: `true` when nothing is to be issued now: the live pair
     /// still fits, or one was issued less than the renewal floor ago (then
-    /// at the floor's end, `deadline`: else whoever can flip the template
+    /// at the floor's end, the deadline: else whoever can flip the template
     /// drives an issuance and a reload every recheck).
-    async fn still_fits(
-        &self,
-        live: Option<&Bundle>,
-        state: &Renewing<'_>,
-        deadline: &mut Option<SystemTime>,
-    ) -> bool {
+    async fn still_fits(&self, live: Option<&Bundle>, state: &mut Renewing<'_>) -> bool {
         if self.adopt(live).await.is_some() {
             return true;
         }
@@ -371,11 +346,11 @@ impl CaSource {
         if SystemTime::now() >= hold {
             return false;
         }
-        if *deadline != Some(hold) {
+        if state.deadline != Some(hold) {
             self.metrics.csr_error(&self.mapping, "renewal_floor");
             let renew_at = validate::rfc3339(validate::unix_seconds(hold));
             tracing::warn!(mapping = %self.mapping, %renew_at, "the live certificate no longer satisfies the mapping, but one was issued less than the renewal floor ago; issuing no sooner than that");
-            *deadline = Some(hold);
+            state.deadline = Some(hold);
         }
         true
     }

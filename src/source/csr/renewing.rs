@@ -13,6 +13,11 @@ pub(crate) const RETRY_CAP: Duration = Duration::from_secs(300);
 pub struct Renewing<'a> {
     mapping: &'a str,
     metrics: &'a Metrics,
+    /// The renewal point's shares, and `--csr-renew-floor`.
+    renew: ((f64, f64), Duration),
+    /// When to issue next, once scheduled (or the retry of a certificate
+    /// refused for ending before the live one).
+    pub deadline: Option<SystemTime>,
     /// The live certificate's window; `None`: none fits, issue at once.
     pub current: Option<Window>,
     /// When this process was last issued one; `None` while the live one
@@ -20,16 +25,24 @@ pub struct Renewing<'a> {
     pub issued_at: Option<SystemTime>,
     /// Schedules in a row the renewal floor held back.
     held: u32,
-    failures: u32,
+    /// Failures in a row (the attempt).
+    pub failures: u32,
     /// The last failure logged at error level: each distinct one once.
     last_error: Option<String>,
 }
 
 impl<'a> Renewing<'a> {
-    pub fn new(mapping: &'a str, metrics: &'a Metrics, current: Option<Window>) -> Self {
+    pub fn new(
+        mapping: &'a str,
+        metrics: &'a Metrics,
+        renew: ((f64, f64), Duration),
+        current: Option<Window>,
+    ) -> Self {
         Self {
             mapping,
             metrics,
+            renew,
+            deadline: None,
             current,
             issued_at: None,
             held: 0,
@@ -38,18 +51,24 @@ impl<'a> Renewing<'a> {
         }
     }
 
-    pub fn backoff(&self) -> Option<Duration> {
-        (self.failures > 0)
-            .then(|| crate::backoff(Duration::from_secs(2), self.failures).min(RETRY_CAP))
-    }
-
-    pub fn attempt(&self) -> u32 {
-        self.failures
+    /// How long to wait before the next attempt: the backoff after a
+    /// failure, else until the deadline (scheduled once per certificate),
+    /// none when no certificate fits.
+    pub fn wait(&mut self) -> Duration {
+        if self.failures > 0 {
+            return crate::backoff(Duration::from_secs(2), self.failures).min(RETRY_CAP);
+        }
+        if self.deadline.is_none() {
+            self.deadline = self.schedule();
+        }
+        self.deadline.map_or(Duration::ZERO, |at| {
+            at.duration_since(SystemTime::now()).unwrap_or_default()
+        })
     }
 
     /// When to renew ([`renewal::next`]), logged; `None`: issue at once.
-    pub fn schedule(&mut self, renew: (f64, f64), floor: Duration) -> Option<SystemTime> {
-        let w = self.current?;
+    fn schedule(&mut self) -> Option<SystemTime> {
+        let ((renew, floor), w) = (self.renew, self.current?);
         let since = self.issued_at.unwrap_or_else(|| {
             SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(w.not_before).unwrap_or(0))
         });
@@ -78,17 +97,25 @@ impl<'a> Renewing<'a> {
     }
 
     /// A certificate issued with `window`: `Ok` when it replaces the live
-    /// one, `Err(retry)` when the live one, still valid, outlasts it (and
-    /// stays; the next is asked for at `retry`).
-    pub fn issued(&mut self, window: Window) -> Result<(), SystemTime> {
+    /// one, `Err((live notAfter, retry))` when the live one, still valid,
+    /// outlasts it (and stays; the next is asked for at the deadline,
+    /// `retry`), both as RFC 3339.
+    pub fn issued(&mut self, window: Window) -> Result<(), (String, String)> {
         self.failures = 0;
+        self.deadline = None;
         self.last_error = None;
         self.metrics.renewal_failing(self.mapping, None);
         self.issued_at = Some(SystemTime::now());
         let now = validate::unix_seconds(SystemTime::now());
         match self.current {
             Some(live) if live.not_after > now && live.not_after > window.not_after => {
-                Err(renewal::outlasting(now, window.not_after, live.not_after))
+                let retry = *self.deadline.insert(renewal::outlasting(
+                    now,
+                    window.not_after,
+                    live.not_after,
+                ));
+                let retry = validate::rfc3339(validate::unix_seconds(retry));
+                Err((validate::rfc3339(live.not_after), retry))
             }
             prev => {
                 if let Some(prev) = prev {

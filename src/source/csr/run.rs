@@ -71,18 +71,10 @@ impl CsrSource {
             return;
         };
         let current = self.adopt(&client, live.as_ref()).await;
-        let mut state = Renewing::new(&self.mapping, &self.metrics, current);
-        // An issued certificate ended before the live one: when to ask again.
-        let mut retry_at: Option<SystemTime> = None;
+        let renew = (self.spec.renew, self.renew_floor);
+        let mut state = Renewing::new(&self.mapping, &self.metrics, renew, current);
         loop {
-            let at = match state.backoff() {
-                Some(backoff) => SystemTime::now() + backoff,
-                None => retry_at
-                    .take()
-                    .or_else(|| state.schedule(self.spec.renew, self.renew_floor))
-                    .unwrap_or_else(SystemTime::now),
-            };
-            let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+            let wait = state.wait();
             tokio::select! {
                 () = crate::shutdown::stopped(&mut shutdown) => return,
                 () = tokio::time::sleep(wait) => {}
@@ -102,16 +94,10 @@ impl CsrSource {
                 Ok(issued) => {
                     let not_after = validate::rfc3339(issued.window.not_after);
                     tracing::info!(mapping = %self.mapping, csr = %issued.csr, %not_after, "certificate issued");
-                    let live = state.current;
                     match state.issued(issued.window) {
                         Ok(()) => crate::source::error::publish(&tx, Ok(issued.bundle)),
-                        Err(retry) => {
-                            let live_not_after = live
-                                .map(|l| validate::rfc3339(l.not_after))
-                                .unwrap_or_default();
-                            let retry_on = validate::rfc3339(validate::unix_seconds(retry));
-                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, %not_after, %live_not_after, retry_at = %retry_on, "the issued certificate expires before the live one; keeping the live pair, asking again when one would outlast it");
-                            retry_at = Some(retry);
+                        Err((live_not_after, retry_at)) => {
+                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, %not_after, %live_not_after, %retry_at, "the issued certificate expires before the live one; keeping the live pair, asking again when one would outlast it");
                         }
                     }
                 }
@@ -121,7 +107,7 @@ impl CsrSource {
                     if let Some(events) = &self.events {
                         events.request_failed(message);
                     }
-                    let attempt = state.attempt();
+                    let attempt = state.failures;
                     if first {
                         tracing::error!(mapping = %self.mapping, error = %e, attempt, "certificate request failed; retrying with backoff");
                     } else {
