@@ -145,18 +145,17 @@ impl ClientSettings {
                 })
                 .collect::<Vec<_>>()
         };
-        let mut built = false;
-        let mut built_from = Vec::new();
+        // The files' hashes the client was built from.
+        let mut built_from = None;
         let mut failures = 0;
         loop {
             let now = fingerprint();
-            if !built || now != built_from {
+            if built_from.as_ref() != Some(&now) {
                 match self.config().await.and_then(|c| self.client_for(&c)) {
                     Ok(client) => {
-                        if built {
+                        if built_from.replace(now).is_some() {
                             tracing::info!(file = %shown, "credentials changed; rebuilt the API client");
                         }
-                        (built, built_from) = (true, now);
                         failures = 0;
                         let _ = tx.send(Some(client));
                     }

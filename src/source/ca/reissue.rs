@@ -95,7 +95,7 @@ fn resign(
     ca: &CaCert,
 ) -> Result<Vec<u8>, CaError> {
     let old = crate::x509::strict_der(der).map_err(|e| bad(CaError::certificate(e)))?;
-    let alg = signature_algorithm(ca.alg).map_err(CaError::encoding)?;
+    let alg = signature_algorithm(ca.alg).map_err(|e| CaError::signing(CaError::csr(e)))?;
     if old.signature_algorithm != alg || old.tbs_certificate.signature != alg {
         return Err(bad(CaError::SignedWith {
             signed: old.signature_algorithm.oid.to_string(),

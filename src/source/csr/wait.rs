@@ -101,21 +101,19 @@ impl CsrSource {
             let text = |t: &Option<String>| t.clone().unwrap_or_default();
             Some((name.to_owned(), text(&c.reason), text(&c.message)))
         };
-        let denied = |(csr, reason, message)| CsrError::Denied {
-            csr,
-            reason,
-            message,
-        };
-        let failed = |(csr, reason, message)| CsrError::Failed {
-            csr,
-            reason,
-            message,
-        };
-        if let Some(e) = find("Denied")
-            .map(denied)
-            .or_else(|| find("Failed").map(failed))
-        {
-            return Some(Err(e));
+        if let Some((csr, reason, message)) = find("Denied") {
+            return Some(Err(CsrError::Denied {
+                csr,
+                reason,
+                message,
+            }));
+        }
+        if let Some((csr, reason, message)) = find("Failed") {
+            return Some(Err(CsrError::Failed {
+                csr,
+                reason,
+                message,
+            }));
         }
         let approved = find("Approved").is_some();
         match status.and_then(|s| s.certificate.as_ref()) {

@@ -207,10 +207,6 @@ impl CaError {
         Self::Csr(Box::new(e))
     }
 
-    pub(crate) fn encoding(e: CsrError) -> Self {
-        Self::signing(Self::csr(e))
-    }
-
     /// A short, fixed label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
