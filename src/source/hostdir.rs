@@ -19,8 +19,7 @@ use tokio::sync::watch;
 use super::error::Update;
 pub use super::error::hostdir::HostDirError;
 use crate::beneath::{self, Entry, Links, PathError, ReadOnly, Start, Trust};
-use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
-use crate::bundle::{Item, Layout};
+use crate::bundle::{Bundle, CERT_FILE, Item, KEY_FILE, Layout};
 use crate::dirwatch::{self, DirWatch};
 use crate::validate::MAX_BUNDLE_SIZE;
 

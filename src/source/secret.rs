@@ -15,10 +15,8 @@ use tokio::sync::watch;
 
 pub use super::error::secret::KubeError;
 use super::error::{SourceError, Update};
-use super::watch::WatchError;
-use super::watch::watch_seconds;
-use crate::bundle::Bundle;
-use crate::bundle::Item;
+use super::watch::{WatchError, watch_seconds};
+use crate::bundle::{Bundle, Item};
 
 pub use crate::events::{Kind, ObjectRef};
 

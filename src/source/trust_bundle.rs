@@ -13,12 +13,11 @@ use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 
-use super::watch::{Watch, WatchError};
+use super::watch::{Listed, Watch, WatchError};
 use tokio::sync::watch;
 
 pub use super::error::trust_bundle::TrustBundleError;
 use super::error::{SourceError, Update};
-use super::watch::Listed;
 use crate::bundle::{Bundle, CA_FILE};
 use crate::metrics::Metrics;
 use crate::validate::{MAX_BUNDLE_SIZE, MAX_TRUST_BUNDLES_SIZE};

@@ -263,6 +263,7 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, CaError> {
             PrivateKeyInfo::new(rsa::pkcs1::ALGORITHM_ID, &der)
                 .to_der()
                 .map(Some)
+                .map_err(CaError::Wrap)
         }
         (SectionKind::EcPrivateKey, KeyAlg::EcdsaP256 | KeyAlg::EcdsaP384) => {
             let curve = ObjectIdentifier::new_unwrap(if alg == KeyAlg::EcdsaP256 {
@@ -274,29 +275,24 @@ pub fn key_pair(pem: &[u8], alg: KeyAlg) -> Result<rcgen::KeyPair, CaError> {
                 oid: EC_PUBLIC_KEY,
                 parameters: Some(AnyRef::from(&curve)),
             };
-            PrivateKeyInfo::new(id, &der).to_der().map(Some)
+            let info = PrivateKeyInfo::new(id, &der);
+            info.to_der().map(Some).map_err(CaError::Wrap)
         }
-        _ => {
-            der.fill(0);
-            return Err(CaError::KeyEncoding {
-                encoding: if kind == SectionKind::RsaPrivateKey {
-                    "PKCS#1 RSA"
-                } else {
-                    "SEC1 EC"
-                },
-                alg,
-            });
-        }
+        _ => Err(CaError::KeyEncoding {
+            encoding: if kind == SectionKind::RsaPrivateKey {
+                "PKCS#1 RSA"
+            } else {
+                "SEC1 EC"
+            },
+            alg,
+        }),
     };
+    // The PKCS#1 or SEC1 key, once wrapped (or refused), is overwritten.
     let mut pkcs8 = match wrapped {
-        Ok(Some(w)) => {
-            der.fill(0);
-            w
-        }
         Ok(None) => der,
-        Err(e) => {
+        wrapped => {
             der.fill(0);
-            return Err(CaError::Wrap(e));
+            wrapped?.unwrap_or_default()
         }
     };
     let key = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(

@@ -5,8 +5,7 @@ use std::time::{Duration, SystemTime};
 use kube::Client;
 use tokio::sync::watch;
 
-use super::renewing::RETRY_CAP;
-use super::renewing::Renewing;
+use super::renewing::{RETRY_CAP, Renewing};
 use super::spec::CsrSource;
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::source::error::Update;
