@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::csr::renewing::Renewing;
-use super::csr::{Window, check, renewal};
+use super::csr::{CsrError, Window, check, renewal};
 use super::error::Update;
 pub use super::error::ca::CaError;
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
@@ -168,7 +168,7 @@ fn issue(spec: &CaSpec, live: Option<&Bundle>, skew: Duration) -> Result<Issued,
     ] {
         bundle
             .insert(file, bytes, &origin)
-            .map_err(|e| CaError::signing(CaError::Bundle(e)))?;
+            .map_err(|e| CaError::signing(CaError::csr(CsrError::IssuedBundle(e))))?;
     }
     Ok(Issued {
         bundle,

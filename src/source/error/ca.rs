@@ -82,8 +82,6 @@ pub enum CaError {
     Random,
     #[error("key usage: {0}")]
     KeyUsageBits(x509_cert::der::flagset::InvalidBits),
-    #[error("{0}")]
-    Bundle(#[from] crate::bundle::BundleError),
 
     // What is wrong with the CA certificate, key or template (the wrapping
     // variant names the path).

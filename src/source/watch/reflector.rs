@@ -80,7 +80,7 @@ where
                 self.wait(until).await;
             }
             let step = match std::mem::replace(&mut self.state, State::List) {
-                State::List => Some(self.list().await),
+                State::List => self.page(None).await,
                 State::Listing {
                     items,
                     next_page,
@@ -95,13 +95,17 @@ where
         }
     }
 
-    async fn list(&mut self) -> Result<Event<K>, WatchError> {
-        match Box::pin(self.throttled(|c| c.page(None))).await {
+    /// A list's first page (`token` `None`: reported as `Init`), or its
+    /// next. A failed page (an expired continue token, too): the whole list
+    /// again, after the backoff.
+    async fn page(&mut self, token: Option<String>) -> Option<Result<Event<K>, WatchError>> {
+        let first = token.is_none();
+        match Box::pin(self.throttled(|c| c.page(token))).await {
             Ok(list) => {
                 self.state = Self::listing(list);
-                Ok(Event::Init)
+                first.then_some(Ok(Event::Init))
             }
-            Err(e) => Err(self.failed(e)),
+            Err(e) => Some(Err(self.failed(e))),
         }
     }
 
@@ -127,13 +131,7 @@ where
             };
             return Some(Ok(Event::InitDone));
         };
-        match Box::pin(self.throttled(|c| c.page(Some(token)))).await {
-            Ok(list) => self.state = Self::listing(list),
-            // A failed page (an expired continue token, too): the whole
-            // list again, after the backoff.
-            Err(e) => return Some(Err(self.failed(e))),
-        }
-        None
+        self.page(Some(token)).await
     }
 
     /// Opens a watch from `version` (`None`: opened, or gone: relisting).
