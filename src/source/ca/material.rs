@@ -65,23 +65,12 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
             template_not_after: None,
         });
     };
-    let t = read_template(path, &ca).map_err(|problem| CaError::Template {
-        path: path.clone(),
-        problem: Box::new(problem),
-    })?;
-    want.common_name = t.cn;
-    want.organizations = t.o;
-    (want.dns, want.ips) = (Vec::new(), Vec::new());
-    for san in &t.sans {
-        match san {
-            San::Dns(d) => want.dns.push(d.clone()),
-            San::Ip(ip) => want.ips.push(*ip),
+    let t = read_template(path, &ca, &mut want, spec.key_alg_from_template).map_err(|problem| {
+        CaError::Template {
+            path: path.clone(),
+            problem: Box::new(problem),
         }
-    }
-    want.usages = t.usages;
-    if spec.key_alg_from_template {
-        want.key_alg = t.alg;
-    }
+    })?;
     Ok(Wanted {
         ca,
         want,

@@ -3,20 +3,16 @@
 use std::path::Path;
 
 use super::cert::{CaCert, LIMIT, issued_by, one_certificate};
-use crate::source::csr::{KeyAlg, San, eku_usage, ku_names, leaf_usages};
+use crate::source::csr::{CsrSpec, San, eku_usage, ku_names, leaf_usages};
 use crate::source::error::ca::CaError;
 use crate::x509::{Certificate, Facts, Name};
 
 const NAME_CONSTRAINTS: &str = "2.5.29.30";
+/// What a template gives beyond the identity written into the spec.
 pub(super) struct Template {
     /// DER, copied into the issued one as it is.
     pub(super) subject: Vec<u8>,
-    pub(super) cn: Option<String>,
-    pub(super) o: Vec<String>,
     pub(super) sans: Vec<San>,
-    /// Key usages (bit order), then EKUs (the template's order).
-    pub(super) usages: Vec<String>,
-    pub(super) alg: KeyAlg,
     pub(super) not_after: i64,
 }
 
@@ -25,7 +21,14 @@ pub(super) struct Template {
 /// O only, DNS and IP SANs, usages a leaf may have, a key certsync makes,
 /// no CA, name constraints or unknown critical extension. Anything else is
 /// refused, never silently left out; non-critical extensions are ignored.
-pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, CaError> {
+/// Its CN, O, SANs and usages (key usages in bit order, then EKUs in its
+/// order), and with `take_alg` its key algorithm, are written into `want`.
+pub(super) fn read_template(
+    path: &Path,
+    ca: &CaCert,
+    want: &mut CsrSpec,
+    take_alg: bool,
+) -> Result<Template, CaError> {
     let bytes = crate::beneath::read_file(path, LIMIT).map_err(CaError::Read)?;
     let der = one_certificate(&bytes)?;
     let cert = Certificate::read(&der).map_err(CaError::certificate)?;
@@ -39,23 +42,27 @@ pub(super) fn read_template(path: &Path, ca: &CaCert) -> Result<Template, CaErro
     }
     let ku_names = ku_names(facts.key_usage.unwrap_or(0));
     leaf_usages(ku_names.iter().copied())?;
-    let usages = ku_names
-        .into_iter()
-        .chain(ekus(&facts)?)
-        .map(str::to_owned)
-        .collect();
+    let usages = ku_names.into_iter().chain(ekus(&facts)?);
     let alg = facts
         .key_alg
         .ok_or(CaError::UnknownKeyAlg)?
         .issuable()
         .map_err(CaError::NotIssuable)?;
+    (want.common_name, want.organizations) = (cn, o);
+    want.usages = usages.map(str::to_owned).collect();
+    (want.dns, want.ips) = (Vec::new(), Vec::new());
+    for san in &sans {
+        match san {
+            San::Dns(d) => want.dns.push(d.clone()),
+            San::Ip(ip) => want.ips.push(*ip),
+        }
+    }
+    if take_alg {
+        want.key_alg = alg;
+    }
     Ok(Template {
         subject: cert.subject().to_vec(),
-        cn,
-        o,
         sans,
-        usages,
-        alg,
         not_after: cert.validity().1,
     })
 }
