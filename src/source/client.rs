@@ -108,8 +108,19 @@ impl ClientSettings {
         Ok(loaded)
     }
 
+    /// A kube `Client` over [`pool::Pool`], with kube's own base-URI, auth
+    /// (token refresh, exec plugins, token files) and header layers.
     pub fn client_for(&self, config: &kube::Config) -> Result<Client, ClientError> {
-        build(config, self.keepalive)
+        if let Some(proxy) = &config.proxy_url {
+            return Err(ClientError::Proxy(proxy.clone()));
+        }
+        let pool = pool::Pool::new(config, self.keepalive)?;
+        let service = ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(config.auth_layer().map_err(ClientError::Build)?)
+            .layer(config.extra_headers_layer().map_err(ClientError::Build)?)
+            .service(pool);
+        Ok(Client::new(service, config.default_namespace.clone()))
     }
 
     /// Keeps `tx` holding a client of the current credentials.
@@ -185,21 +196,6 @@ impl ClientSettings {
     }
 }
 
-/// A kube `Client` over [`pool::Pool`], with kube's own base-URI, auth (token
-/// refresh, exec plugins, token files) and header layers.
-fn build(config: &kube::Config, keepalive: Duration) -> Result<Client, ClientError> {
-    if let Some(proxy) = &config.proxy_url {
-        return Err(ClientError::Proxy(proxy.clone()));
-    }
-    let pool = pool::Pool::new(config, keepalive)?;
-    let service = ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer().map_err(ClientError::Build)?)
-        .layer(config.extra_headers_layer().map_err(ClientError::Build)?)
-        .service(pool);
-    Ok(Client::new(service, config.default_namespace.clone()))
-}
-
 /// Runs `watch` with the newest client until shutdown, again on each new one.
 pub async fn follow<F: Future<Output = ()>>(
     mut clients: tokio::sync::watch::Receiver<Option<kube::Client>>,
@@ -234,7 +230,8 @@ mod tests {
     fn a_proxy_url_is_refused_by_name() {
         let mut config = kube::Config::new("https://10.0.0.1:6443".parse().unwrap());
         config.proxy_url = Some("http://proxy.example:3128".parse().unwrap());
-        let e = build(&config, Duration::from_secs(30))
+        let e = ClientSettings::default()
+            .client_for(&config)
             .err()
             .unwrap()
             .to_string();

@@ -11,7 +11,6 @@ pub mod trust_bundle;
 pub mod usage;
 pub mod watch;
 
-pub use client::{follow, newest_client};
 pub use error::{SourceError, Update, publish};
 pub use watch::Listed;
 
