@@ -257,16 +257,15 @@ impl CsrSource {
                 }
             }
         };
-        let (pem, has_cert) = crate::blocking(move || {
+        crate::blocking(move || {
             let has_cert = CertificateDer::pem_slice_iter(&pem).next().is_some();
-            (pem, has_cert)
+            has_cert
+                .then_some(Some(pem))
+                .ok_or(CsrError::CaNoCertificate)
         })
         .await
-        .map_err(|e| err(CsrError::Panicked(e)))?;
-        if !has_cert {
-            return Err(err(CsrError::CaNoCertificate));
-        }
-        Ok(Some(pem))
+        .unwrap_or_else(|e| Err(CsrError::Panicked(e)))
+        .map_err(err)
     }
 }
 
