@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use tracing_subscriber::filter::{LevelFilter, Targets};
 
-use certsync::cli::{Command, CsrCommand, KubeadmCommand, LogArgs, LogFormat};
+use certsync::cli::{Command, CsrCommand, KubeadmCommand, LogArgs, TextOrJson};
 use certsync::command::{self, CommandError, Finished};
 use certsync::config::Parsed;
 
@@ -80,8 +80,8 @@ fn init_tracing(log: &LogArgs, quiet: bool) -> Result<(), CommandError> {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     match log.log_format {
-        LogFormat::Text => builder.finish().with(filter).init(),
-        LogFormat::Json => builder
+        TextOrJson::Text => builder.finish().with(filter).init(),
+        TextOrJson::Json => builder
             .json()
             .flatten_event(true)
             .finish()

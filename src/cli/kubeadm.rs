@@ -113,7 +113,7 @@ pub struct AdoptArgs {
     pub image: Option<String>,
     /// Output format of the plan.
     #[arg(short, long, value_enum, default_value = "text")]
-    pub output: PlanOutput,
+    pub output: super::TextOrJson,
     /// The address of certsync's admin port (/livez, /readyz, /metrics) in
     /// its static pod, written into its arguments and probes. The pod runs
     /// in the node's network: 0.0.0.0:9814 (or the node's address) lets
@@ -162,12 +162,6 @@ pub fn check_set(spec: &str) -> Result<(String, String), ValueError> {
         });
     }
     Ok((k.to_owned(), v.to_owned()))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PlanOutput {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Args)]

@@ -10,9 +10,7 @@ mod setting;
 mod values;
 
 pub use approve::{ApproveArgs, CsrCommand, PolicyArgs, ReviewArgs};
-pub use kubeadm::{
-    AdoptArgs, KubeadmCommand, PlanOutput, RevertArgs, StatusArgs, StatusOutput, check_set,
-};
+pub use kubeadm::{AdoptArgs, KubeadmCommand, RevertArgs, StatusArgs, StatusOutput, check_set};
 pub use run::RunArgs;
 pub use values::{SETTABLE, ValueError, key_mode, log_filter, parse_mode};
 pub(crate) use values::{YEAR, duration};
@@ -140,8 +138,9 @@ pub struct RollbackArgs {
     pub to: Option<u64>,
 }
 
+/// `--log-format`, and `kubeadm adopt`'s plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub enum TextOrJson {
     Text,
     Json,
 }
@@ -157,7 +156,7 @@ pub struct LogArgs {
         value_enum,
         default_value = "text"
     )]
-    pub log_format: LogFormat,
+    pub log_format: TextOrJson,
     /// Log level or filter: `LEVEL` and `TARGET=LEVEL` directives,
     /// comma-separated (e.g. `debug`, `info,certsync=trace`); levels are
     /// trace, debug, info, warn (or warning), error and off. Without it,

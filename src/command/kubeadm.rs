@@ -2,7 +2,7 @@
 //! what the library is asked to do, and what it printed.
 
 use super::error::{Finished, print};
-use crate::cli::{AdoptArgs, PlanOutput, RevertArgs, StatusArgs, StatusOutput};
+use crate::cli::{AdoptArgs, RevertArgs, StatusArgs, StatusOutput, TextOrJson};
 use crate::kubeadm::{Options, RevertOptions};
 
 impl From<&AdoptArgs> for Options {
@@ -13,7 +13,7 @@ impl From<&AdoptArgs> for Options {
             set: a.set.clone(),
             image: a.image.clone(),
             admin_addr: a.admin_addr,
-            json: a.output == PlanOutput::Json,
+            json: a.output == TextOrJson::Json,
             ready_timeout: a.ready_timeout,
             api_server_timeout: a.api_server_timeout,
             keep_backups: usize::from(a.keep_backups),
