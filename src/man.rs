@@ -36,23 +36,12 @@ impl Page {
     }
 }
 
-/// clap adds a `help` subcommand to every command with subcommands; it has
-/// no page of its own, so it must not be listed as if it had.
-fn without_help(cmd: clap::Command) -> clap::Command {
-    let subs: Vec<String> = cmd
-        .get_subcommands()
-        .map(|s| s.get_name().to_owned())
-        .collect();
-    let mut cmd = cmd.disable_help_subcommand(true);
-    for name in subs {
-        cmd = cmd.mut_subcommand(name, without_help);
-    }
-    cmd
-}
-
 /// Every page, the top one first, then depth-first in definition order.
 fn pages() -> Vec<Page> {
-    let mut root = without_help(crate::config::command());
+    // clap adds a `help` subcommand to every command with subcommands; it
+    // has no page of its own, so it must not be listed as if it had (the
+    // setting is propagated to every subcommand).
+    let mut root = crate::config::command().disable_help_subcommand(true);
     // Sets every subcommand's display name (`certsync-run`), which
     // clap_mangen uses for titles and the names it lists.
     root.build();
