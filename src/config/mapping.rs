@@ -4,7 +4,7 @@
 
 use super::error::ConfigError;
 use super::grammar::SourceKind;
-use super::options::{options_apply, read_flag};
+use super::options::options_apply;
 use crate::cli::{RunArgs, key_mode, parse_mode};
 
 use std::path::PathBuf;
@@ -84,11 +84,6 @@ pub struct MappingSpec {
 }
 
 impl MappingSpec {
-    /// Parses the `--sync` form ([`super::options::read_flag`]).
-    pub fn parse_flag(spec: &str) -> Result<Self, ConfigError> {
-        read_flag(spec)
-    }
-
     pub(crate) fn resolve(self, args: &RunArgs) -> Result<Mapping, ConfigError> {
         let name = (self.name.clone()).unwrap_or_else(|| self.target.display().to_string());
         (self.checked(name.clone(), args))

@@ -4,74 +4,76 @@
 
 use super::error::ConfigError;
 use super::grammar::{self, Shape, SourceKind};
+use super::mapping::MappingSpec;
 
-/// Reads the `--sync` form: each `OPTION=VALUE` read by the shape the
-/// grammar gives it into the config file's keys, then `T` (the file's
-/// mapping) by the same deserializer as the file, so both forms are one
-/// grammar.
-pub(super) fn read_flag<T: serde::de::DeserializeOwned>(spec: &str) -> Result<T, ConfigError> {
-    let err = |problem| ConfigError::Flag {
-        spec: spec.to_owned(),
-        problem: Box::new(problem),
-    };
-    let (source, rest) = spec
-        .split_once('=')
-        .ok_or_else(|| err(ConfigError::NoTarget))?;
-    let mut parts = rest.split(',');
-    let target = parts.next().unwrap_or_default();
-    if target.is_empty() {
-        return Err(err(ConfigError::EmptyTarget));
-    }
-    let mut keys = serde_json::Map::new();
-    keys.insert("source".into(), source.into());
-    keys.insert("target".into(), target.into());
-    for opt in parts {
-        let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
-        let Some(option) = grammar::option(k) else {
-            return Err(err(ConfigError::UnknownOption { option: k.into() }));
+impl MappingSpec {
+    /// Reads the `--sync` form: each `OPTION=VALUE` read by the shape the
+    /// grammar gives it into the config file's keys, then the file's mapping
+    /// by the same deserializer as the file, so both forms are one grammar.
+    pub fn parse_flag(spec: &str) -> Result<Self, ConfigError> {
+        let err = |problem| ConfigError::Flag {
+            spec: spec.to_owned(),
+            problem: Box::new(problem),
         };
-        let value = || {
-            if v.is_empty() {
-                Err(err(ConfigError::NeedsValue { option: k.into() }))
-            } else {
-                Ok(serde_json::Value::from(v))
-            }
-        };
-        let value = match option.shape {
-            Shape::Text(_) => value()?,
-            Shape::List(_) => {
-                let item = value()?;
-                let list = keys.entry(k).or_insert_with(|| Vec::<String>::new().into());
-                if let Some(list) = list.as_array_mut() {
-                    list.push(item);
-                }
-                continue;
-            }
-            Shape::Switch => match v {
-                "" | "true" => true.into(),
-                "false" => false.into(),
-                _ => {
-                    return Err(err(ConfigError::NotSwitch {
-                        option: k.into(),
-                        value: v.into(),
-                    }));
-                }
-            },
-            Shape::Id => v
-                .parse::<u32>()
-                .map_err(|_| {
-                    err(ConfigError::NotId {
-                        option: k.into(),
-                        value: v.into(),
-                    })
-                })?
-                .into(),
-        };
-        if keys.insert(k.to_owned(), value).is_some() {
-            return Err(err(ConfigError::OptionTwice { option: k.into() }));
+        let (source, rest) = spec
+            .split_once('=')
+            .ok_or_else(|| err(ConfigError::NoTarget))?;
+        let mut parts = rest.split(',');
+        let target = parts.next().unwrap_or_default();
+        if target.is_empty() {
+            return Err(err(ConfigError::EmptyTarget));
         }
+        let mut keys = serde_json::Map::new();
+        keys.insert("source".into(), source.into());
+        keys.insert("target".into(), target.into());
+        for opt in parts {
+            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+            let Some(option) = grammar::option(k) else {
+                return Err(err(ConfigError::UnknownOption { option: k.into() }));
+            };
+            let value = || {
+                if v.is_empty() {
+                    Err(err(ConfigError::NeedsValue { option: k.into() }))
+                } else {
+                    Ok(serde_json::Value::from(v))
+                }
+            };
+            let value = match option.shape {
+                Shape::Text(_) => value()?,
+                Shape::List(_) => {
+                    let item = value()?;
+                    let list = keys.entry(k).or_insert_with(|| Vec::<String>::new().into());
+                    if let Some(list) = list.as_array_mut() {
+                        list.push(item);
+                    }
+                    continue;
+                }
+                Shape::Switch => match v {
+                    "" | "true" => true.into(),
+                    "false" => false.into(),
+                    _ => {
+                        return Err(err(ConfigError::NotSwitch {
+                            option: k.into(),
+                            value: v.into(),
+                        }));
+                    }
+                },
+                Shape::Id => v
+                    .parse::<u32>()
+                    .map_err(|_| {
+                        err(ConfigError::NotId {
+                            option: k.into(),
+                            value: v.into(),
+                        })
+                    })?
+                    .into(),
+            };
+            if keys.insert(k.to_owned(), value).is_some() {
+                return Err(err(ConfigError::OptionTwice { option: k.into() }));
+            }
+        }
+        serde_json::from_value(keys.into()).map_err(|e| err(ConfigError::Shape(e)))
     }
-    serde_json::from_value(keys.into()).map_err(|e| err(ConfigError::Shape(e)))
 }
 
 /// A mapping (`T`, the file's mapping) as written: the options it sets by
