@@ -17,6 +17,8 @@ pub enum SourceKind {
     Tree,
 }
 
+use std::path::PathBuf;
+
 use SourceKind::{Ca, ClusterTrustBundle as Ctb, ConfigMap, Csr, Dir, Secret, Tree};
 
 impl SourceKind {
@@ -182,46 +184,62 @@ impl MappingOption {
 
 use Shape::{Id, List, Switch, Text};
 
-/// Every mapping option, in the order the help shows them.
-#[rustfmt::skip]
-pub const OPTIONS: &[MappingOption] = &[
-    opt("name", Text("NAME"), RESOLVED, "name in logs and metrics (default: the target path)"),
-    opt("cert", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the chain (default tls.crt); ca: the CA certificate"),
-    opt("key", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the key (default tls.key); ca: the CA key"),
-    opt("ca", Text("FILE"), &[Dir, Secret, ConfigMap, Csr], "source file or key of the CA bundle (default ca.crt, optional); csr: the signer CA, file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]"),
-    opt("combined", Text("FILE"), &[Dir], "one PEM with chain and key (kubelet-server-current.pem)"),
-    opt("ca-only", Switch, &[Dir, Secret, ConfigMap, Ctb], "a CA bundle only, no key"),
-    opt("cert-mode", Text("MODE"), RESOLVED, "the certificate files' mode (default --cert-mode)"),
-    opt("key-mode", Text("MODE"), RESOLVED, "the key file's mode (default --key-mode)"),
-    opt("owner", Id, RESOLVED, "the files' owner (default --owner)"),
-    opt("group", Id, RESOLVED, "the files' group (default --group)"),
-    opt("verify", Text("HOST:PORT"), RESOLVED, "after a reload, check the consumer serves the new pair"),
-    opt("sni", Text("NAME"), RESOLVED, "server name verify= sends").needs("verify"),
-    opt("files", List("all|NAME[:TARGET]"), &[Dir, Secret, ConfigMap], "publish keys under their own names, each checked by content").excludes(&["cert", "key", "ca", "combined", "ca-only"]),
-    opt("allow-non-pem", Switch, &[Dir, Secret, ConfigMap], "publish non-PEM keys as they are").needs("files"),
-    opt("optional", Switch, &[Secret, ConfigMap], "an absent object leaves no files (cert-syncer)").needs("files"),
-    opt("label", List("KEY=VALUE"), &[Ctb], "by signer: only the bundles with this label"),
-    opt("cn", Text("NAME"), ISSUING, "subject common name"),
-    opt("o", List("ORG"), ISSUING, "subject organization"),
-    opt("dns", List("NAME"), ISSUING, "DNS name SAN"),
-    opt("ip", List("ADDRESS"), ISSUING, "IP address SAN"),
-    opt("key-alg", Text("ALG"), ISSUING, "ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519"),
-    opt("lifetime", Text("DURATION"), ISSUING, "csr: expirationSeconds (>= 10m); ca: default 365d, never past the CA"),
-    opt("usage", List("USAGE"), ISSUING, "e.g. digital-signature, server-auth (csr: defaults per kubernetes.io signer)"),
-    opt("renew", Text("LO-HI"), ISSUING, "renewal window of the lifetime (default 70%-90%)"),
-    opt("update-kubeconfig", Text("PATH"), ISSUING, "keep PATH's current user holding the pair, embedded (admin.conf)"),
-    opt("update-pair", Text("PREFIX"), ISSUING, "keep PREFIX.crt and PREFIX.key holding the pair (kubeadm's copies)"),
-    opt("approval-timeout", Text("DURATION"), &[Csr], "default 15m"),
-    opt("bootstrap-kubeconfig", Text("FILE"), &[Csr], "first request with it, renewals with the issued pair"),
-    opt("write-kubeconfig", Text("FILE"), &[Csr], "publish a kubeconfig that uses the pair"),
-    opt("template", Text("PATH"), &[Ca], "copy subject, SANs and usages from this certificate"),
-    opt("keep-key", Switch, &[Ca], "renewals keep the live key (kubeadm certs renew)"),
-    opt("allow-loose-ca-key", Switch, &[Ca], "use a CA key that group or others may read"),
-    opt("secret", List("NAME"), &[Tree], "a Secret, at DEST/secrets/NAME"),
-    opt("configmap", List("NAME"), &[Tree], "a ConfigMap, at DEST/configmaps/NAME"),
-    opt("optional-secret", List("NAME"), &[Tree], "a Secret that may be absent"),
-    opt("optional-configmap", List("NAME"), &[Tree], "a ConfigMap that may be absent"),
-];
+/// Declares every mapping option once: its field of [`MappingSpec`] (its
+/// key in the config file, by serde's kebab-case) and its row of [`OPTIONS`].
+macro_rules! options {
+    ($($field:ident: $ty:ty = $option:expr,)*) => {
+        /// One mapping as written by the user, in either form.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        pub struct MappingSpec {
+            pub source: String,
+            pub target: PathBuf,
+            $(#[serde(default)] pub $field: $ty,)*
+        }
+
+        /// Every mapping option, in the order the help shows them.
+        pub const OPTIONS: &[MappingOption] = &[$($option,)*];
+    };
+}
+
+options! {
+    name: Option<String> = opt("name", Text("NAME"), RESOLVED, "name in logs and metrics (default: the target path)"),
+    cert: Option<String> = opt("cert", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the chain (default tls.crt); ca: the CA certificate"),
+    key: Option<String> = opt("key", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the key (default tls.key); ca: the CA key"),
+    ca: Option<String> = opt("ca", Text("FILE"), &[Dir, Secret, ConfigMap, Csr], "source file or key of the CA bundle (default ca.crt, optional); csr: the signer CA, file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]"),
+    combined: Option<String> = opt("combined", Text("FILE"), &[Dir], "one PEM with chain and key (kubelet-server-current.pem)"),
+    ca_only: bool = opt("ca-only", Switch, &[Dir, Secret, ConfigMap, Ctb], "a CA bundle only, no key"),
+    cert_mode: Option<String> = opt("cert-mode", Text("MODE"), RESOLVED, "the certificate files' mode (default --cert-mode)"),
+    key_mode: Option<String> = opt("key-mode", Text("MODE"), RESOLVED, "the key file's mode (default --key-mode)"),
+    owner: Option<u32> = opt("owner", Id, RESOLVED, "the files' owner (default --owner)"),
+    group: Option<u32> = opt("group", Id, RESOLVED, "the files' group (default --group)"),
+    verify: Option<String> = opt("verify", Text("HOST:PORT"), RESOLVED, "after a reload, check the consumer serves the new pair"),
+    sni: Option<String> = opt("sni", Text("NAME"), RESOLVED, "server name verify= sends").needs("verify"),
+    files: Vec<String> = opt("files", List("all|NAME[:TARGET]"), &[Dir, Secret, ConfigMap], "publish keys under their own names, each checked by content").excludes(&["cert", "key", "ca", "combined", "ca-only"]),
+    allow_non_pem: bool = opt("allow-non-pem", Switch, &[Dir, Secret, ConfigMap], "publish non-PEM keys as they are").needs("files"),
+    optional: bool = opt("optional", Switch, &[Secret, ConfigMap], "an absent object leaves no files (cert-syncer)").needs("files"),
+    label: Vec<String> = opt("label", List("KEY=VALUE"), &[Ctb], "by signer: only the bundles with this label"),
+    cn: Option<String> = opt("cn", Text("NAME"), ISSUING, "subject common name"),
+    o: Vec<String> = opt("o", List("ORG"), ISSUING, "subject organization"),
+    dns: Vec<String> = opt("dns", List("NAME"), ISSUING, "DNS name SAN"),
+    ip: Vec<String> = opt("ip", List("ADDRESS"), ISSUING, "IP address SAN"),
+    key_alg: Option<String> = opt("key-alg", Text("ALG"), ISSUING, "ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519"),
+    lifetime: Option<String> = opt("lifetime", Text("DURATION"), ISSUING, "csr: expirationSeconds (>= 10m); ca: default 365d, never past the CA"),
+    usage: Vec<String> = opt("usage", List("USAGE"), ISSUING, "e.g. digital-signature, server-auth (csr: defaults per kubernetes.io signer)"),
+    renew: Option<String> = opt("renew", Text("LO-HI"), ISSUING, "renewal window of the lifetime (default 70%-90%)"),
+    update_kubeconfig: Option<PathBuf> = opt("update-kubeconfig", Text("PATH"), ISSUING, "keep PATH's current user holding the pair, embedded (admin.conf)"),
+    update_pair: Option<PathBuf> = opt("update-pair", Text("PREFIX"), ISSUING, "keep PREFIX.crt and PREFIX.key holding the pair (kubeadm's copies)"),
+    approval_timeout: Option<String> = opt("approval-timeout", Text("DURATION"), &[Csr], "default 15m"),
+    bootstrap_kubeconfig: Option<PathBuf> = opt("bootstrap-kubeconfig", Text("FILE"), &[Csr], "first request with it, renewals with the issued pair"),
+    write_kubeconfig: Option<String> = opt("write-kubeconfig", Text("FILE"), &[Csr], "publish a kubeconfig that uses the pair"),
+    template: Option<PathBuf> = opt("template", Text("PATH"), &[Ca], "copy subject, SANs and usages from this certificate"),
+    keep_key: bool = opt("keep-key", Switch, &[Ca], "renewals keep the live key (kubeadm certs renew)"),
+    allow_loose_ca_key: bool = opt("allow-loose-ca-key", Switch, &[Ca], "use a CA key that group or others may read"),
+    secret: Vec<String> = opt("secret", List("NAME"), &[Tree], "a Secret, at DEST/secrets/NAME"),
+    configmap: Vec<String> = opt("configmap", List("NAME"), &[Tree], "a ConfigMap, at DEST/configmaps/NAME"),
+    optional_secret: Vec<String> = opt("optional-secret", List("NAME"), &[Tree], "a Secret that may be absent"),
+    optional_configmap: Vec<String> = opt("optional-configmap", List("NAME"), &[Tree], "a ConfigMap that may be absent"),
+}
 
 pub fn option(name: &str) -> Option<&'static MappingOption> {
     OPTIONS.iter().find(|o| o.name == name)

@@ -3,13 +3,12 @@
 //! source kind.
 
 use super::error::ConfigError;
+pub use super::grammar::MappingSpec;
 use super::grammar::SourceKind;
 use super::options::options_apply;
 use crate::cli::{RunArgs, key_mode, parse_mode};
 
 use std::path::PathBuf;
-
-use serde::Deserialize;
 
 use crate::bundle::{CA_FILE, CERT_FILE, Item, KEY_FILE, Layout, check_file_name};
 use crate::reload::verify::ServingCheck;
@@ -19,69 +18,6 @@ use crate::source::secret::{Kind, ObjectRef};
 use crate::source::trust_bundle::Selection;
 use crate::validate::Expect;
 use crate::writer::WriterOptions;
-
-/// One mapping as written by the user, in either form.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct MappingSpec {
-    pub source: String,
-    pub target: PathBuf,
-    pub name: Option<String>,
-    pub cert: Option<String>,
-    pub key: Option<String>,
-    pub ca: Option<String>,
-    pub combined: Option<String>,
-    #[serde(default)]
-    pub ca_only: bool,
-    pub cert_mode: Option<String>,
-    pub key_mode: Option<String>,
-    pub owner: Option<u32>,
-    pub group: Option<u32>,
-    pub verify: Option<String>,
-    pub sni: Option<String>,
-    // csr: mappings only.
-    pub cn: Option<String>,
-    #[serde(default)]
-    pub o: Vec<String>,
-    #[serde(default)]
-    pub dns: Vec<String>,
-    #[serde(default)]
-    pub ip: Vec<String>,
-    pub key_alg: Option<String>,
-    pub lifetime: Option<String>,
-    #[serde(default)]
-    pub usage: Vec<String>,
-    pub renew: Option<String>,
-    pub approval_timeout: Option<String>,
-    pub bootstrap_kubeconfig: Option<PathBuf>,
-    pub write_kubeconfig: Option<String>,
-    pub update_kubeconfig: Option<PathBuf>,
-    pub update_pair: Option<PathBuf>,
-    // ca: mappings only.
-    pub template: Option<PathBuf>,
-    #[serde(default)]
-    pub keep_key: bool,
-    #[serde(default)]
-    pub allow_loose_ca_key: bool,
-    // clustertrustbundle: mappings by signer only.
-    #[serde(default)]
-    pub label: Vec<String>,
-    #[serde(default)]
-    pub files: Vec<String>,
-    #[serde(default)]
-    pub allow_non_pem: bool,
-    #[serde(default)]
-    pub optional: bool,
-    // tree: mappings (cert-syncer's layout).
-    #[serde(default)]
-    pub secret: Vec<String>,
-    #[serde(default)]
-    pub configmap: Vec<String>,
-    #[serde(default)]
-    pub optional_secret: Vec<String>,
-    #[serde(default)]
-    pub optional_configmap: Vec<String>,
-}
 
 impl MappingSpec {
     pub(crate) fn resolve(self, args: &RunArgs) -> Result<Mapping, ConfigError> {
