@@ -45,15 +45,9 @@ pub enum ValueError {
     NotReload { signal: Signal },
     #[error("{value:?} is not an octal file mode such as 0644")]
     NotMode { value: String },
-    // What a file mode may not do.
-    #[error("mode {mode:04o} sets setuid, setgid or sticky bits")]
-    ModeSpecial { mode: u32 },
-    #[error("mode {mode:04o} makes a certificate file executable")]
-    ModeExecutable { mode: u32 },
-    #[error("mode {mode:04o} lets users other than the owner write the file")]
-    ModeOthersWrite { mode: u32 },
-    #[error("mode {mode:04o} does not let the owner read the file")]
-    ModeOwnerCannotRead { mode: u32 },
+    /// `why`: what the file mode may not do.
+    #[error("mode {mode:04o} {why}")]
+    Mode { mode: u32, why: &'static str },
     #[error("key mode {mode:04o} would make the private key readable by every user")]
     KeyReadable { mode: u32 },
 
@@ -224,17 +218,18 @@ pub fn parse_mode(s: &str) -> Result<u32, ValueError> {
             });
         }
     };
-    Err(if mode & 0o7000 != 0 {
-        ValueError::ModeSpecial { mode }
+    let why = if mode & 0o7000 != 0 {
+        "sets setuid, setgid or sticky bits"
     } else if mode & 0o111 != 0 {
-        ValueError::ModeExecutable { mode }
+        "makes a certificate file executable"
     } else if mode & 0o022 != 0 {
-        ValueError::ModeOthersWrite { mode }
+        "lets users other than the owner write the file"
     } else if mode & 0o400 == 0 {
-        ValueError::ModeOwnerCannotRead { mode }
+        "does not let the owner read the file"
     } else {
         return Ok(mode);
-    })
+    };
+    Err(ValueError::Mode { mode, why })
 }
 
 /// A key mode: a valid mode that is not readable by every user.
