@@ -78,23 +78,16 @@ pub(crate) fn check_overlaps(mappings: &[Mapping]) -> Result<(), ConfigError> {
 /// must never be where certsync publishes (history, rollback and drift
 /// repair move and replace what is there).
 fn check_ca_files(mappings: &[Mapping]) -> Result<(), ConfigError> {
-    let targets: Vec<(PathBuf, &str)> = mappings
-        .iter()
-        .map(|m| (resolve_path(&m.target), m.name.as_str()))
-        .collect();
-    for m in mappings {
-        let Source::Ca(spec) = &m.source else {
-            continue;
-        };
-        for file in [&spec.ca_cert, &spec.ca_key] {
-            let file = resolve_path(file);
-            if let Some((t, name)) = targets.iter().find(|(t, _)| file.starts_with(t)) {
+    let forbidden = Forbidden::of(mappings);
+    for ca in &forbidden.cas {
+        for file in &ca.reals {
+            if let Some((o, t)) = forbidden.targets.iter().find(|(_, t)| file.starts_with(t)) {
                 return Err(ConfigError::of_mapping(
-                    &m.name,
+                    &ca.m.name,
                     ConfigError::CaFileInTarget {
-                        file,
+                        file: file.clone(),
                         target: t.clone(),
-                        other: (*name).to_owned(),
+                        other: o.name.clone(),
                     },
                 ));
             }
