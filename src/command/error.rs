@@ -78,17 +78,8 @@ impl CommandError {
             | Self::LogFilter(_)
             | Self::Config(_)
             | Self::Man(ManError::Unknown { .. }) => EXIT_USAGE as u8,
-            Self::Man(_)
-            | Self::Inspect(_)
-            | Self::Approve(_)
-            | Self::Kubeadm(_)
-            | Self::Json(_)
-            | Self::Textfile(_)
-            | Self::Stdout(_)
-            | Self::Admin(_)
-            | Self::Sync(_)
-            | Self::Run(_)
-            | Self::Approver(_) => 1,
+            // Work that could not be done.
+            _ => 1,
         }
     }
 

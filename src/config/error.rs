@@ -8,11 +8,6 @@ use crate::cli::ValueError;
 use crate::files::OwnedError;
 use crate::source::csr::USAGES as CSR_USAGES;
 
-/// What to do when the variables are missing, said once for every caller.
-const HOW: &str = "set them from the downward API in the container's env: \
-     `- name: POD_NAME` with `valueFrom: {fieldRef: {fieldPath: metadata.name}}` and \
-     `- name: POD_NAMESPACE` with `valueFrom: {fieldRef: {fieldPath: metadata.namespace}}`";
-
 /// Why `run`'s or `approve`'s configuration is refused. The variants
 /// first name where (a `--sync` flag, the file, a mapping), and carry one
 /// of the reasons below as `problem`.
@@ -91,8 +86,10 @@ pub enum ConfigError {
     },
     #[error(
         "--events: mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod certsync \
-         runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; {HOW}; or drop \
-         --events"
+         runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; set them from the \
+         downward API in the container's env: `- name: POD_NAME` with `valueFrom: {{fieldRef: \
+         {{fieldPath: metadata.name}}}}` and `- name: POD_NAMESPACE` with `valueFrom: {{fieldRef: \
+         {{fieldPath: metadata.namespace}}}}`; or drop --events"
     )]
     EventsNoPod { mapping: String },
 
