@@ -135,34 +135,13 @@ pub struct MappingOption {
 const RESOLVED: &[SourceKind] = &[Dir, Secret, ConfigMap, Csr, Ca, Ctb];
 const ISSUING: &[SourceKind] = &[Csr, Ca];
 
-const fn opt(
-    name: &'static str,
-    shape: Shape,
-    kinds: &'static [SourceKind],
-    help: &'static str,
-) -> MappingOption {
-    MappingOption {
-        name,
-        shape,
-        kinds,
-        help,
-        needs: None,
-        excludes: &[],
-    }
-}
-
 impl MappingOption {
-    const fn needs(self, option: &'static str) -> Self {
-        Self {
-            needs: Some(option),
-            ..self
-        }
-    }
-
-    const fn excludes(self, options: &'static [&'static str]) -> Self {
-        Self {
-            excludes: options,
-            ..self
+    /// As the help and the reference write it: `cn=NAME`, `keep-key`.
+    pub fn synopsis(&self) -> String {
+        match self.shape {
+            Shape::Text(v) | Shape::List(v) => format!("{}={v}", self.name),
+            Shape::Switch => self.name.to_owned(),
+            Shape::Id => format!("{}=ID", self.name),
         }
     }
 
@@ -185,75 +164,74 @@ impl MappingOption {
 use Shape::{Id, List, Switch, Text};
 
 /// Declares every mapping option once: its field of [`MappingSpec`] (its
-/// key in the config file, by serde's kebab-case) and its row of [`OPTIONS`].
+/// key in the config file) and its row of [`OPTIONS`].
 macro_rules! options {
-    ($($field:ident: $ty:ty = $option:expr,)*) => {
+    (@or $default:expr) => { $default };
+    (@or $default:expr, $given:expr) => { $given };
+    ($($field:ident: $ty:ty = ($name:literal, $shape:expr, $kinds:expr, $help:literal
+        $(, needs $needs:literal)? $(, excludes $excludes:expr)?),)*) => {
         /// One mapping as written by the user, in either form.
         #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        #[serde(deny_unknown_fields)]
         pub struct MappingSpec {
             pub source: String,
             pub target: PathBuf,
-            $(#[serde(default)] pub $field: $ty,)*
+            $(#[serde(default, rename = $name)] pub $field: $ty,)*
         }
 
         /// Every mapping option, in the order the help shows them.
-        pub const OPTIONS: &[MappingOption] = &[$($option,)*];
+        pub const OPTIONS: &[MappingOption] = &[$(MappingOption {
+            name: $name,
+            shape: $shape,
+            kinds: $kinds,
+            help: $help,
+            needs: options!(@or None $(, Some($needs))?),
+            excludes: options!(@or &[] $(, $excludes)?),
+        },)*];
     };
 }
 
 options! {
-    name: Option<String> = opt("name", Text("NAME"), RESOLVED, "name in logs and metrics (default: the target path)"),
-    cert: Option<String> = opt("cert", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the chain (default tls.crt); ca: the CA certificate"),
-    key: Option<String> = opt("key", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the key (default tls.key); ca: the CA key"),
-    ca: Option<String> = opt("ca", Text("FILE"), &[Dir, Secret, ConfigMap, Csr], "source file or key of the CA bundle (default ca.crt, optional); csr: the signer CA, file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]"),
-    combined: Option<String> = opt("combined", Text("FILE"), &[Dir], "one PEM with chain and key (kubelet-server-current.pem)"),
-    ca_only: bool = opt("ca-only", Switch, &[Dir, Secret, ConfigMap, Ctb], "a CA bundle only, no key"),
-    cert_mode: Option<String> = opt("cert-mode", Text("MODE"), RESOLVED, "the certificate files' mode (default --cert-mode)"),
-    key_mode: Option<String> = opt("key-mode", Text("MODE"), RESOLVED, "the key file's mode (default --key-mode)"),
-    owner: Option<u32> = opt("owner", Id, RESOLVED, "the files' owner (default --owner)"),
-    group: Option<u32> = opt("group", Id, RESOLVED, "the files' group (default --group)"),
-    verify: Option<String> = opt("verify", Text("HOST:PORT"), RESOLVED, "after a reload, check the consumer serves the new pair"),
-    sni: Option<String> = opt("sni", Text("NAME"), RESOLVED, "server name verify= sends").needs("verify"),
-    files: Vec<String> = opt("files", List("all|NAME[:TARGET]"), &[Dir, Secret, ConfigMap], "publish keys under their own names, each checked by content").excludes(&["cert", "key", "ca", "combined", "ca-only"]),
-    allow_non_pem: bool = opt("allow-non-pem", Switch, &[Dir, Secret, ConfigMap], "publish non-PEM keys as they are").needs("files"),
-    optional: bool = opt("optional", Switch, &[Secret, ConfigMap], "an absent object leaves no files (cert-syncer)").needs("files"),
-    label: Vec<String> = opt("label", List("KEY=VALUE"), &[Ctb], "by signer: only the bundles with this label"),
-    cn: Option<String> = opt("cn", Text("NAME"), ISSUING, "subject common name"),
-    o: Vec<String> = opt("o", List("ORG"), ISSUING, "subject organization"),
-    dns: Vec<String> = opt("dns", List("NAME"), ISSUING, "DNS name SAN"),
-    ip: Vec<String> = opt("ip", List("ADDRESS"), ISSUING, "IP address SAN"),
-    key_alg: Option<String> = opt("key-alg", Text("ALG"), ISSUING, "ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519"),
-    lifetime: Option<String> = opt("lifetime", Text("DURATION"), ISSUING, "csr: expirationSeconds (>= 10m); ca: default 365d, never past the CA"),
-    usage: Vec<String> = opt("usage", List("USAGE"), ISSUING, "e.g. digital-signature, server-auth (csr: defaults per kubernetes.io signer)"),
-    renew: Option<String> = opt("renew", Text("LO-HI"), ISSUING, "renewal window of the lifetime (default 70%-90%)"),
-    update_kubeconfig: Option<PathBuf> = opt("update-kubeconfig", Text("PATH"), ISSUING, "keep PATH's current user holding the pair, embedded (admin.conf)"),
-    update_pair: Option<PathBuf> = opt("update-pair", Text("PREFIX"), ISSUING, "keep PREFIX.crt and PREFIX.key holding the pair (kubeadm's copies)"),
-    approval_timeout: Option<String> = opt("approval-timeout", Text("DURATION"), &[Csr], "default 15m"),
-    bootstrap_kubeconfig: Option<PathBuf> = opt("bootstrap-kubeconfig", Text("FILE"), &[Csr], "first request with it, renewals with the issued pair"),
-    write_kubeconfig: Option<String> = opt("write-kubeconfig", Text("FILE"), &[Csr], "publish a kubeconfig that uses the pair"),
-    template: Option<PathBuf> = opt("template", Text("PATH"), &[Ca], "copy subject, SANs and usages from this certificate"),
-    keep_key: bool = opt("keep-key", Switch, &[Ca], "renewals keep the live key (kubeadm certs renew)"),
-    allow_loose_ca_key: bool = opt("allow-loose-ca-key", Switch, &[Ca], "use a CA key that group or others may read"),
-    secret: Vec<String> = opt("secret", List("NAME"), &[Tree], "a Secret, at DEST/secrets/NAME"),
-    configmap: Vec<String> = opt("configmap", List("NAME"), &[Tree], "a ConfigMap, at DEST/configmaps/NAME"),
-    optional_secret: Vec<String> = opt("optional-secret", List("NAME"), &[Tree], "a Secret that may be absent"),
-    optional_configmap: Vec<String> = opt("optional-configmap", List("NAME"), &[Tree], "a ConfigMap that may be absent"),
+    name: Option<String> = ("name", Text("NAME"), RESOLVED, "name in logs and metrics (default: the target path)"),
+    cert: Option<String> = ("cert", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the chain (default tls.crt); ca: the CA certificate"),
+    key: Option<String> = ("key", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the key (default tls.key); ca: the CA key"),
+    ca: Option<String> = ("ca", Text("FILE"), &[Dir, Secret, ConfigMap, Csr], "source file or key of the CA bundle (default ca.crt, optional); csr: the signer CA, file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]"),
+    combined: Option<String> = ("combined", Text("FILE"), &[Dir], "one PEM with chain and key (kubelet-server-current.pem)"),
+    ca_only: bool = ("ca-only", Switch, &[Dir, Secret, ConfigMap, Ctb], "a CA bundle only, no key"),
+    cert_mode: Option<String> = ("cert-mode", Text("MODE"), RESOLVED, "the certificate files' mode (default --cert-mode)"),
+    key_mode: Option<String> = ("key-mode", Text("MODE"), RESOLVED, "the key file's mode (default --key-mode)"),
+    owner: Option<u32> = ("owner", Id, RESOLVED, "the files' owner (default --owner)"),
+    group: Option<u32> = ("group", Id, RESOLVED, "the files' group (default --group)"),
+    verify: Option<String> = ("verify", Text("HOST:PORT"), RESOLVED, "after a reload, check the consumer serves the new pair"),
+    sni: Option<String> = ("sni", Text("NAME"), RESOLVED, "server name verify= sends", needs "verify"),
+    files: Vec<String> = ("files", List("all|NAME[:TARGET]"), &[Dir, Secret, ConfigMap], "publish keys under their own names, each checked by content", excludes &["cert", "key", "ca", "combined", "ca-only"]),
+    allow_non_pem: bool = ("allow-non-pem", Switch, &[Dir, Secret, ConfigMap], "publish non-PEM keys as they are", needs "files"),
+    optional: bool = ("optional", Switch, &[Secret, ConfigMap], "an absent object leaves no files (cert-syncer)", needs "files"),
+    label: Vec<String> = ("label", List("KEY=VALUE"), &[Ctb], "by signer: only the bundles with this label"),
+    cn: Option<String> = ("cn", Text("NAME"), ISSUING, "subject common name"),
+    o: Vec<String> = ("o", List("ORG"), ISSUING, "subject organization"),
+    dns: Vec<String> = ("dns", List("NAME"), ISSUING, "DNS name SAN"),
+    ip: Vec<String> = ("ip", List("ADDRESS"), ISSUING, "IP address SAN"),
+    key_alg: Option<String> = ("key-alg", Text("ALG"), ISSUING, "ecdsa-p256 (default), ecdsa-p384, rsa-2048|3072|4096, ed25519"),
+    lifetime: Option<String> = ("lifetime", Text("DURATION"), ISSUING, "csr: expirationSeconds (>= 10m); ca: default 365d, never past the CA"),
+    usage: Vec<String> = ("usage", List("USAGE"), ISSUING, "e.g. digital-signature, server-auth (csr: defaults per kubernetes.io signer)"),
+    renew: Option<String> = ("renew", Text("LO-HI"), ISSUING, "renewal window of the lifetime (default 70%-90%)"),
+    update_kubeconfig: Option<PathBuf> = ("update-kubeconfig", Text("PATH"), ISSUING, "keep PATH's current user holding the pair, embedded (admin.conf)"),
+    update_pair: Option<PathBuf> = ("update-pair", Text("PREFIX"), ISSUING, "keep PREFIX.crt and PREFIX.key holding the pair (kubeadm's copies)"),
+    approval_timeout: Option<String> = ("approval-timeout", Text("DURATION"), &[Csr], "default 15m"),
+    bootstrap_kubeconfig: Option<PathBuf> = ("bootstrap-kubeconfig", Text("FILE"), &[Csr], "first request with it, renewals with the issued pair"),
+    write_kubeconfig: Option<String> = ("write-kubeconfig", Text("FILE"), &[Csr], "publish a kubeconfig that uses the pair"),
+    template: Option<PathBuf> = ("template", Text("PATH"), &[Ca], "copy subject, SANs and usages from this certificate"),
+    keep_key: bool = ("keep-key", Switch, &[Ca], "renewals keep the live key (kubeadm certs renew)"),
+    allow_loose_ca_key: bool = ("allow-loose-ca-key", Switch, &[Ca], "use a CA key that group or others may read"),
+    secret: Vec<String> = ("secret", List("NAME"), &[Tree], "a Secret, at DEST/secrets/NAME"),
+    configmap: Vec<String> = ("configmap", List("NAME"), &[Tree], "a ConfigMap, at DEST/configmaps/NAME"),
+    optional_secret: Vec<String> = ("optional-secret", List("NAME"), &[Tree], "a Secret that may be absent"),
+    optional_configmap: Vec<String> = ("optional-configmap", List("NAME"), &[Tree], "a ConfigMap that may be absent"),
 }
 
 pub fn option(name: &str) -> Option<&'static MappingOption> {
     OPTIONS.iter().find(|o| o.name == name)
-}
-
-impl MappingOption {
-    /// As the help and the reference write it: `cn=NAME`, `keep-key`.
-    pub fn synopsis(&self) -> String {
-        match self.shape {
-            Text(v) | List(v) => format!("{}={v}", self.name),
-            Switch => self.name.to_owned(),
-            Id => format!("{}=ID", self.name),
-        }
-    }
 }
 
 /// The grammar shown after `run -h` and `run --help`.
