@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::values::{SETTABLE, ValueError, duration};
+use super::values::{SETTABLE, TextOrJson, ValueError, duration};
 
 #[derive(Debug, Subcommand)]
 pub enum KubeadmCommand {
@@ -113,7 +113,7 @@ pub struct AdoptArgs {
     pub image: Option<String>,
     /// Output format of the plan.
     #[arg(short, long, value_enum, default_value = "text")]
-    pub output: super::TextOrJson,
+    pub output: TextOrJson,
     /// The address of certsync's admin port (/livez, /readyz, /metrics) in
     /// its static pod, written into its arguments and probes. The pod runs
     /// in the node's network: 0.0.0.0:9814 (or the node's address) lets

@@ -12,13 +12,13 @@ mod values;
 pub use approve::{ApproveArgs, CsrCommand, PolicyArgs, ReviewArgs};
 pub use kubeadm::{AdoptArgs, KubeadmCommand, RevertArgs, StatusArgs, StatusOutput, check_set};
 pub use run::RunArgs;
-pub use values::{SETTABLE, ValueError, key_mode, log_filter, parse_mode};
+pub use values::{SETTABLE, TextOrJson, ValueError, key_mode, log_filter, parse_mode};
 pub(crate) use values::{YEAR, duration};
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 /// Exit code for bad usage (EX_USAGE).
 pub const EXIT_USAGE: i32 = 64;
@@ -136,13 +136,6 @@ pub struct RollbackArgs {
     /// live before the current one). Nothing is pruned.
     #[arg(long, value_name = "REVISION")]
     pub to: Option<u64>,
-}
-
-/// `--log-format`, and `kubeadm adopt`'s plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TextOrJson {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Args)]

@@ -2,11 +2,19 @@
 
 use std::time::Duration;
 
+use clap::ValueEnum;
 use nix::sys::signal::Signal;
 
 /// `--set` options adopt accepts: how a certificate is renewed, never who
 /// it is for (that is kubeadm's template or the component's identity).
 pub const SETTABLE: [&str; 4] = ["lifetime", "renew", "key-alg", "keep-key"];
+
+/// `--log-format`, and `kubeadm adopt`'s plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TextOrJson {
+    Text,
+    Json,
+}
 
 /// A flag's value refused, as clap and the config file show it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

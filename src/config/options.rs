@@ -3,8 +3,7 @@
 //! mapping sets checked against the kinds each applies to.
 
 use super::error::ConfigError;
-use super::grammar::{self, Shape, SourceKind};
-use super::mapping::MappingSpec;
+use super::grammar::{self, MappingSpec, Shape, SourceKind};
 
 impl MappingSpec {
     /// Reads the `--sync` form: each `OPTION=VALUE` read by the shape the
