@@ -146,8 +146,8 @@ impl MappingOption {
     }
 
     /// Its help line with what it goes with and what it replaces, as the
-    /// help and the reference show it.
-    pub fn described(&self) -> String {
+    /// help and the reference show it, `repeatable` added to a list's.
+    pub fn described(&self, repeatable: &str) -> String {
         let with = self
             .needs
             .map(|n| format!("with {n}=, "))
@@ -157,7 +157,12 @@ impl MappingOption {
         } else {
             format!("; not with {}", self.excludes.join(", "))
         };
-        format!("{with}{}{instead}", self.help)
+        let repeat = if matches!(self.shape, List(_)) {
+            repeatable
+        } else {
+            ""
+        };
+        format!("{with}{}{instead}{repeat}", self.help)
     }
 }
 
@@ -281,16 +286,7 @@ pub fn help() -> String {
         };
         out.push_str(&format!("\n{heading}\n"));
         for o in OPTIONS.iter().filter(|o| o.kinds == kinds) {
-            let repeat = if matches!(o.shape, List(_)) {
-                " (repeatable)"
-            } else {
-                ""
-            };
-            line(
-                &mut out,
-                &o.synopsis(),
-                &format!("{}{repeat}", o.described()),
-            );
+            line(&mut out, &o.synopsis(), &o.described(" (repeatable)"));
         }
     }
     out.push_str(
@@ -315,17 +311,12 @@ pub fn reference_table() -> String {
             let names: Vec<String> = o.kinds.iter().map(|k| format!("`{}:`", k.name())).collect();
             names.join(", ")
         };
-        let repeat = if matches!(o.shape, List(_)) {
-            "; repeatable"
-        } else {
-            ""
-        };
         // A `|` inside a cell would end it.
         let cell = |text: String| text.replace('|', "\\|");
         out.push_str(&format!(
             "| {} | {kinds} | {} |\n",
             cell(format!("`{}`", o.synopsis())),
-            cell(format!("{}{repeat}", o.described()))
+            cell(o.described("; repeatable"))
         ));
     }
     out
