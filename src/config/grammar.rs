@@ -1,7 +1,7 @@
 //! The mapping grammar as data: every source kind and every mapping option
-//! (name, kinds, shape of its value, help line), once. The `--sync` reader,
-//! the kind check, `run --help` and the reference's table all derive from
-//! these tables.
+//! (name, kinds, shape of its value, help line), once. The config file's
+//! mapping struct ([`MappingSpec`]), the `--sync` reader, the kind check,
+//! `run --help` and the reference's table all derive from these tables.
 
 /// A source kind: the word before the mapping source's first `:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,9 +139,9 @@ impl MappingOption {
     /// As the help and the reference write it: `cn=NAME`, `keep-key`.
     pub fn synopsis(&self) -> String {
         match self.shape {
-            Shape::Text(v) | Shape::List(v) => format!("{}={v}", self.name),
-            Shape::Switch => self.name.to_owned(),
-            Shape::Id => format!("{}=ID", self.name),
+            Text(v) | List(v) => format!("{}={v}", self.name),
+            Switch => self.name.to_owned(),
+            Id => format!("{}=ID", self.name),
         }
     }
 
