@@ -1,7 +1,7 @@
 //! Why an inspecting command (`check`, `revisions`, `rollback`) did not do
 //! its work, or did not read an input.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why `check`, `revisions` or `rollback` did not do its work, or why
 /// `check` did not read an input (or list a directory), said without the
@@ -59,6 +59,16 @@ pub enum InspectError {
     /// Reading the file, or listing the directory.
     #[error("{0}")]
     Io(#[source] std::io::Error),
+}
+
+impl InspectError {
+    /// This problem, of `path`.
+    pub(super) fn at(self, path: &Path) -> Self {
+        Self::Path {
+            path: path.to_owned(),
+            problem: Box::new(self),
+        }
+    }
 }
 
 /// What a refusal names as kept from others.

@@ -66,19 +66,6 @@ impl CertReport {
     }
 }
 
-/// Certificates under `path` (a directory's `*.crt`/`*.pem`, or one file),
-/// each with the key file named after it, if any ([`read`]).
-fn certificate_files(path: &Path) -> Result<read::WithKeys, InspectError> {
-    let listed = read::directory(path).map_err(|problem| InspectError::Path {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    })?;
-    Ok(match listed {
-        Some(with_keys) => with_keys,
-        None => vec![(Input::named(path), read::key_beside(path))],
-    })
-}
-
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -109,7 +96,11 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
             out.push(kubeconfig_line(path, now, warn));
             continue;
         }
-        for (cert, key) in certificate_files(path)? {
+        // A directory's `*.crt`/`*.pem`, or one file, each with the key
+        // file named after it, if any ([`read`]).
+        let listed = read::directory(path).map_err(|problem| problem.at(path))?;
+        let one = || vec![(Input::named(path), read::key_beside(path))];
+        for (cert, key) in listed.unwrap_or_else(one) {
             let pem = match cert.read() {
                 Ok(pem) => pem,
                 Err(problem) => {
@@ -236,14 +227,10 @@ pub struct RevisionReport {
 /// refuses it: whoever may change it chooses what its history holds
 /// (root's key hard-linked there), which root would read, print or restore.
 fn target_guarded(target: &Path) -> Result<(), InspectError> {
-    let refuse = |problem| InspectError::Path {
-        path: target.to_owned(),
-        problem: Box::new(problem),
-    };
     crate::files::no_other_user_may_write(target)
-        .map_err(|p| refuse(InspectError::TargetWritable(p)))?;
+        .map_err(|p| InspectError::TargetWritable(p).at(target))?;
     crate::files::no_other_user_may_recreate(target)
-        .map_err(|p| refuse(InspectError::TargetRecreatable(p)))
+        .map_err(|p| InspectError::TargetRecreatable(p).at(target))
 }
 
 /// The revisions of a target, newest first.
@@ -254,10 +241,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
     let revisions = writer.revisions()?;
     if revisions.is_empty() {
         // An empty table and exit 0 read as "a target with no history".
-        return Err(InspectError::Path {
-            path: target.to_owned(),
-            problem: Box::new(InspectError::NotTarget),
-        });
+        return Err(InspectError::NotTarget.at(target));
     }
     Ok(revisions
         .into_iter()
@@ -315,20 +299,21 @@ pub fn render<T: Serialize>(
     render_within(rows, output, header, cells, None)
 }
 
-/// `check`'s report: a table of its narrow columns, each line at most
-/// [`TERMINAL_COLUMNS`] (the certificate's path shortened from the left,
-/// the status from the right); `wide`, JSON and YAML in full.
+/// `check`'s report: a table of its narrow columns (`-o wide` adds
+/// subject, SANs, issuer), each line at most [`TERMINAL_COLUMNS`] (the
+/// certificate's path shortened from the left, the status from the
+/// right); `wide`, JSON and YAML in full.
 pub fn render_check(rows: &[CertReport], output: Output) -> Result<String, InspectError> {
-    match output {
-        Output::Table => render_within(
-            rows,
-            output,
-            CHECK_NARROW_HEADER,
-            check_narrow_cells,
-            Some(TERMINAL_COLUMNS),
-        ),
-        _ => render(rows, output, CHECK_HEADER, check_cells),
+    const NARROW: [usize; 4] = [0, 4, 6, 7];
+    if output != Output::Table {
+        return render(rows, output, CHECK_HEADER, check_cells);
     }
+    let narrow = |r: &CertReport| {
+        let mut all = check_cells(r);
+        NARROW.map(|c| std::mem::take(&mut all[c])).into()
+    };
+    let header = NARROW.map(|c| CHECK_HEADER[c]);
+    render_within(rows, output, &header, narrow, Some(TERMINAL_COLUMNS))
 }
 
 /// Shortens `cell` to `width` characters: a path keeps its end, anything
@@ -413,7 +398,7 @@ fn render_within<T: Serialize>(
 }
 
 /// The table columns of a `check` line.
-pub fn check_cells(r: &CertReport) -> Vec<String> {
+fn check_cells(r: &CertReport) -> Vec<String> {
     let key = match r.key {
         KeyStatus::Matches => "matches",
         KeyStatus::Mismatch => "MISMATCH",
@@ -433,7 +418,7 @@ pub fn check_cells(r: &CertReport) -> Vec<String> {
     ]
 }
 
-pub const CHECK_HEADER: &[&str] = &[
+const CHECK_HEADER: &[&str] = &[
     "CERTIFICATE",
     "SUBJECT",
     "SANS",
@@ -443,19 +428,6 @@ pub const CHECK_HEADER: &[&str] = &[
     "KEY",
     "STATUS",
 ];
-
-/// `check`'s narrow table (`-o wide` adds subject, SANs, issuer).
-pub fn check_narrow_cells(r: &CertReport) -> Vec<String> {
-    let mut all = check_cells(r);
-    vec![
-        std::mem::take(&mut all[0]),
-        std::mem::take(&mut all[4]),
-        std::mem::take(&mut all[6]),
-        std::mem::take(&mut all[7]),
-    ]
-}
-
-pub const CHECK_NARROW_HEADER: &[&str] = &["CERTIFICATE", "RESIDUAL TIME", "KEY", "STATUS"];
 
 /// The table columns of a `revisions` line.
 pub fn revision_cells(r: &RevisionReport) -> Vec<String> {
