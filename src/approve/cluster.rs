@@ -25,8 +25,14 @@ fn not_found(e: &kube::Error) -> bool {
 /// every Service's addresses, the API server's endpoints and the addresses
 /// clients reach it by. An object that does not exist is skipped (not
 /// every cluster is kubeadm's); any other error is an error: the approver
-/// decides nothing without these.
-pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, ApproveError> {
+/// decides nothing without these. Fail closed on a Service range nobody
+/// named (none read, none in `policy`): without it any Service IP could be
+/// approved for a node that lists it.
+pub async fn read(
+    client: &Client,
+    server: &http::Uri,
+    policy: &Policy,
+) -> Result<Cluster, ApproveError> {
     let mut cluster = Cluster::default();
     api_server_addresses(&mut cluster, client, server).await?;
     service_ranges(&mut cluster, client).await?;
@@ -40,6 +46,9 @@ pub async fn read(client: &Client, server: &http::Uri) -> Result<Cluster, Approv
         service_addresses(&mut cluster, svc);
     }
     api_server_endpoints(&mut cluster, client).await?;
+    if cluster.ranges.is_empty() && policy.service_cidrs.is_empty() {
+        return Err(ApproveError::NoServiceRange);
+    }
     Ok(cluster)
 }
 
@@ -248,15 +257,6 @@ fn control_plane_endpoint(
         &mut cluster.names,
         "kubeadm's controlPlaneEndpoint".to_owned(),
     );
-    Ok(())
-}
-
-/// Fail closed on a Service range nobody named: without it any Service IP
-/// could be approved for a node that lists it.
-pub fn check_service_range(cluster: &Cluster, policy: &Policy) -> Result<(), ApproveError> {
-    if cluster.ranges.is_empty() && policy.service_cidrs.is_empty() {
-        return Err(ApproveError::NoServiceRange);
-    }
     Ok(())
 }
 

@@ -233,10 +233,7 @@ impl Approver {
             return Some(facts.clone());
         }
         self.facts_read = true;
-        match cluster::read(&self.client, &self.server)
-            .await
-            .and_then(|c| cluster::check_service_range(&c, &self.config.policy).map(|()| c))
-        {
+        match cluster::read(&self.client, &self.server, &self.config.policy).await {
             Ok(c) => {
                 let c = Arc::new(c);
                 self.cluster = Some((tokio::time::Instant::now(), c.clone()));

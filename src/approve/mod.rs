@@ -119,8 +119,7 @@ pub async fn review(
         .await
         .map_err(|e| api_err("list", "certificatesigningrequests", e))?
         .items;
-    let facts_of_cluster = cluster::read(&client, &server).await?;
-    cluster::check_service_range(&facts_of_cluster, policy)?;
+    let facts_of_cluster = cluster::read(&client, &server, policy).await?;
     let nodes: BTreeMap<String, Node> = Api::<Node>::all(client)
         .list(&ListParams::default())
         .await
