@@ -44,18 +44,6 @@ pub fn too_many_pending(requester: &str, pending: usize, cap: usize) -> Verdict 
     )
 }
 
-/// The verdict on `csr`, given every Node by name and the cluster's own
-/// names and addresses.
-#[cfg(test)]
-pub fn decide(
-    csr: &CertificateSigningRequest,
-    nodes: &std::collections::BTreeMap<String, k8s_openapi::api::core::v1::Node>,
-    cluster: &Cluster,
-    policy: &Policy,
-) -> (Verdict, Facts) {
-    decide_with(csr, &Nodes::new(nodes), cluster, policy)
-}
-
 /// The verdict on `csr`, given the Nodes indexed once ([`Nodes::new`]) for
 /// many requests, and the cluster's own names and addresses.
 pub fn decide_with(

@@ -9,6 +9,17 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+/// The verdict on `csr`, given every Node by name and the cluster's own
+/// names and addresses.
+fn decide(
+    csr: &CertificateSigningRequest,
+    nodes: &BTreeMap<String, Node>,
+    cluster: &Cluster,
+    policy: &Policy,
+) -> (Verdict, Facts) {
+    decide_with(csr, &Nodes::new(nodes), cluster, policy)
+}
+
 /// A request as a kubelet makes it, changed by the test.
 struct Ask {
     username: String,
