@@ -58,7 +58,7 @@ pub fn bundle_judged_by(pem: &[u8]) -> Option<Leaf> {
             return None;
         }
         let ca = (c.subject().to_vec(), c.spki().to_vec());
-        let leaf = facts_of(&c, &der);
+        let leaf = leaf_facts(&der)?;
         match latest.iter_mut().find(|(k, _)| *k == ca) {
             Some((_, kept)) if kept.not_after >= leaf.not_after => {}
             Some((_, kept)) => *kept = leaf,
@@ -73,13 +73,9 @@ pub fn bundle_judged_by(pem: &[u8]) -> Option<Leaf> {
 
 /// Facts of the certificate `der`, if it reads.
 pub(super) fn leaf_facts(der: &[u8]) -> Option<Leaf> {
-    Certificate::read(der).ok().map(|c| facts_of(&c, der))
-}
-
-/// Facts of `c`, read from `der`.
-fn facts_of(c: &Certificate<'_>, der: &[u8]) -> Leaf {
+    let c = Certificate::read(der).ok()?;
     let (not_before, not_after) = c.validity();
-    Leaf {
+    Some(Leaf {
         subject: c.subject_text(),
         issuer: c.issuer_text(),
         sans: c.san_text(),
@@ -88,5 +84,5 @@ fn facts_of(c: &Certificate<'_>, der: &[u8]) -> Leaf {
         not_before,
         not_after,
         sha256: crate::bundle::sha256(der),
-    }
+    })
 }
