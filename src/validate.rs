@@ -15,11 +15,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustls::pki_types::pem::{self, SectionKind};
-use rustls::pki_types::{
-    PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
-    SubjectPublicKeyInfoDer,
-};
+use rustls::pki_types::pem::{self, PemObject, SectionKind};
+use rustls::pki_types::{PrivateKeyDer, SubjectPublicKeyInfoDer};
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::pem::READ_DIFFERENTLY;
@@ -315,17 +312,13 @@ fn certificates(
         return Err(ValidationError::NoCertificate { file: file.into() });
     }
     for (i, der) in certs.iter().enumerate() {
-        let (file, index) = (file.to_owned(), i + 1);
-        Certificate::read(der).map_err(|source| ValidationError::BadCertificate {
-            file: file.clone(),
-            index,
-            source: Box::new(source),
-        })?;
-        crate::x509::strict_certificate(der).map_err(|source| ValidationError::NotAsGoReads {
-            file,
-            index,
-            source: Box::new(source),
-        })?;
+        Certificate::read(der)
+            .and_then(|_| crate::x509::strict_certificate(der))
+            .map_err(|source| ValidationError::BadCertificate {
+                file: file.to_owned(),
+                index: i + 1,
+                source: Box::new(source),
+            })?;
     }
     Ok(certs)
 }
@@ -345,12 +338,7 @@ fn public_key(
 ) -> Result<SubjectPublicKeyInfoDer<'static>, ValidationError> {
     let keys: Vec<PrivateKeyDer<'static>> = blocks
         .iter()
-        .filter_map(|(kind, der)| match kind {
-            SectionKind::PrivateKey => Some(PrivatePkcs8KeyDer::from(der.clone()).into()),
-            SectionKind::RsaPrivateKey => Some(PrivatePkcs1KeyDer::from(der.clone()).into()),
-            SectionKind::EcPrivateKey => Some(PrivateSec1KeyDer::from(der.clone()).into()),
-            _ => None,
-        })
+        .filter_map(|(kind, der)| PrivateKeyDer::from_pem(*kind, der.clone()))
         .collect();
     let key = match keys.as_slice() {
         [] => return Err(ValidationError::NoKey { file: file.into() }),
@@ -787,14 +775,16 @@ mod tests {
         let e = validate(&pair(&v4(&p.cert), &p.key), &policy()).unwrap_err();
         assert_eq!(e.reason(), "bad_certificate", "{e}");
         assert!(
-            matches!(&e, ValidationError::NotAsGoReads { file, .. } if file == "src/tls.crt"),
+            matches!(&e, ValidationError::BadCertificate { file, source, .. }
+                if file == "src/tls.crt" && matches!(**source, crate::x509::X509Error::StrictDer(_))),
             "{e}"
         );
         let mut b = pair(&p.cert, &p.key);
         b.insert(CA_FILE, v4(&p.ca_cert), "src/ca.crt").unwrap();
         let e = validate(&b, &policy()).unwrap_err();
         assert!(
-            matches!(&e, ValidationError::NotAsGoReads { file, .. } if file == "src/ca.crt"),
+            matches!(&e, ValidationError::BadCertificate { file, source, .. }
+                if file == "src/ca.crt" && matches!(**source, crate::x509::X509Error::StrictDer(_))),
             "{e}"
         );
         // The unedited pair, with its CA, passes.

@@ -26,19 +26,11 @@ pub enum ValidationError {
     Pem { file: String, problem: &'static str },
     #[error("{file}: no CERTIFICATE block found")]
     NoCertificate { file: String },
-    /// Not one certificate, with nothing after it.
+    /// Not one certificate, with nothing after it, or one Go's reader
+    /// refuses although x509-parser reads it: published over the last
+    /// good pair, it would stop a Kubernetes component at its next start.
     #[error("{file}: certificate #{index} does not parse as X.509: {source}")]
     BadCertificate {
-        file: String,
-        index: usize,
-        #[source]
-        source: Box<crate::x509::X509Error>,
-    },
-    /// Parsed by x509-parser but refused by Go's reader: published over
-    /// the last good pair, it would stop a Kubernetes component at its
-    /// next start.
-    #[error("{file}: certificate #{index} does not parse as X.509: {source}")]
-    NotAsGoReads {
         file: String,
         index: usize,
         #[source]
@@ -95,7 +87,7 @@ impl ValidationError {
             Self::Empty { .. } => "empty",
             Self::Pem { .. } => "bad_pem",
             Self::NoCertificate { .. } => "no_certificate",
-            Self::BadCertificate { .. } | Self::NotAsGoReads { .. } => "bad_certificate",
+            Self::BadCertificate { .. } => "bad_certificate",
             Self::NoKey { .. } => "no_key",
             Self::MultipleKeys { .. } => "multiple_keys",
             Self::EncryptedKey { .. } => "encrypted_key",
