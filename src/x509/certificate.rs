@@ -14,20 +14,14 @@ use x509_cert::der::{Any, Decode, Tag, Tagged};
 
 use super::error::X509Error;
 
-/// `Ok` when Go's `x509.ParseCertificate` would read `der` too; else the
-/// problem, naming Go's error.
-pub fn strict_certificate(der: &[u8]) -> Result<(), X509Error> {
-    go_reads(der).map(drop)
-}
-
 /// `der` as strict DER (RustCrypto's `x509-cert`), or refused.
 pub fn strict_der(der: &[u8]) -> Result<x509_cert::Certificate, X509Error> {
     x509_cert::Certificate::from_der(der).map_err(X509Error::StrictDer)
 }
 
 /// `der` read strictly, when Go's `x509.ParseCertificate` would read it
-/// too; see [`strict_certificate`].
-pub(super) fn go_reads(der: &[u8]) -> Result<x509_cert::Certificate, X509Error> {
+/// too (see the module); else the problem, naming Go's error.
+pub fn strict_certificate(der: &[u8]) -> Result<x509_cert::Certificate, X509Error> {
     let cert = strict_der(der)?;
     let tbs = &cert.tbs_certificate;
     // The signature covers only the signed part: the outer algorithm can

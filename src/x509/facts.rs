@@ -133,7 +133,7 @@ impl<'a> Certificate<'a> {
 
     /// What it says about whom it is for and what it may do; see the module.
     pub fn facts(&self) -> Result<Facts, X509Error> {
-        let strict = super::certificate::go_reads(self.der)?;
+        let strict = super::certificate::strict_certificate(self.der)?;
         let tbs = &strict.tbs_certificate;
         let cert = &self.cert;
         let facts = same_facts(
