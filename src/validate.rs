@@ -15,7 +15,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustls::pki_types::pem::{self, PemObject, SectionKind};
+use rustls::pki_types::pem::{PemObject, SectionKind};
 use rustls::pki_types::{PrivateKeyDer, SubjectPublicKeyInfoDer};
 
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
@@ -255,34 +255,30 @@ fn validate_files(
 /// key mode. Fail closed: a wrongly private file costs a `group=`, a
 /// wrongly public one leaks.
 pub fn certificates_only(bytes: &[u8]) -> bool {
-    let mut rest = bytes;
-    let mut blocks = 0usize;
-    loop {
-        let before = rest;
-        // rustls-pki-types skips lines outside blocks and blocks of labels
-        // it does not know; what one call consumed shows whether it did.
-        match pem::from_buf(&mut rest) {
-            Ok(Some((SectionKind::Certificate, der))) => {
-                let consumed = before[..before.len() - rest.len()].trim_ascii();
-                let count = |needle: &[u8]| {
-                    consumed
-                        .windows(needle.len())
-                        .filter(|w| *w == needle)
-                        .count()
-                };
-                let one_block = consumed.starts_with(b"-----BEGIN CERTIFICATE-----")
-                    && consumed.ends_with(b"-----END CERTIFICATE-----")
-                    && count(b"-----BEGIN ") == 1
-                    && count(b"-----END ") == 1;
-                if !one_block || Certificate::read(&der).is_err() {
-                    return false;
-                }
-                blocks += 1;
-            }
-            Ok(None) => return blocks > 0 && before.iter().all(u8::is_ascii_whitespace),
-            Ok(Some(_)) | Err(_) => return false,
+    // Every block, with its text: an unknown label or a syntax error fails.
+    let Ok(blocks) = crate::pem::blocks(bytes) else {
+        return false;
+    };
+    let mut end = 0;
+    for b in &blocks {
+        let start = b.text.as_ptr() as usize - bytes.as_ptr() as usize;
+        let text = b.text.trim_ascii();
+        let count = |needle: &[u8]| text.windows(needle.len()).filter(|w| *w == needle).count();
+        let one_block = b.kind == SectionKind::Certificate
+            && text.starts_with(b"-----BEGIN CERTIFICATE-----")
+            && text.ends_with(b"-----END CERTIFICATE-----")
+            && count(b"-----BEGIN ") == 1
+            && count(b"-----END ") == 1;
+        let between = &bytes[end..start];
+        if !one_block || !between.iter().all(u8::is_ascii_whitespace) {
+            return false;
         }
+        if Certificate::read(&b.der).is_err() {
+            return false;
+        }
+        end = start + b.text.len();
     }
+    !blocks.is_empty() && bytes[end..].iter().all(u8::is_ascii_whitespace)
 }
 
 /// Seconds since the Unix epoch (negative before it).
