@@ -124,8 +124,8 @@ impl<'a> Certificate<'a> {
         };
         (san.value.general_names.iter())
             .filter_map(|n| match lax_name(n) {
-                Ok(RawName::Dns(d)) => Some(d.to_owned()),
-                Ok(RawName::Ip(b)) => ip_of(b).map(|ip| ip.to_string()),
+                Ok(Name::Dns(d)) => Some(d),
+                Ok(Name::Ip(ip)) => Some(ip.to_string()),
                 _ => None,
             })
             .collect()
@@ -240,17 +240,6 @@ impl Facts {
             None => Ok(()),
         }
     }
-
-    /// Adds a subjectAltName entry; an IP of another length than 4 or 16
-    /// bytes is refused.
-    fn add_name(&mut self, name: RawName<'_>) -> Result<(), X509Error> {
-        self.sans.push(match name {
-            RawName::Dns(d) => Name::Dns(d.to_owned()),
-            RawName::Ip(b) => Name::Ip(ip_of(b).ok_or(X509Error::SanIpLength { len: b.len() })?),
-            RawName::Other(kind) => Name::Other(kind),
-        });
-        Ok(())
-    }
 }
 
 /// `v` sorted, each value once: the form two lists are compared in.
@@ -270,11 +259,13 @@ pub enum Name {
     Other(&'static str),
 }
 
-/// One subjectAltName entry, as either reader read it.
-enum RawName<'a> {
-    Dns(&'a str),
-    Ip(&'a [u8]),
-    Other(&'static str),
+impl Name {
+    /// An IP address entry; another length than 4 or 16 bytes is refused.
+    fn ip(b: &[u8]) -> Result<Self, X509Error> {
+        ip_of(b)
+            .map(Self::Ip)
+            .ok_or(X509Error::SanIpLength { len: b.len() })
+    }
 }
 
 /// The facts as x509-parser reads them.
@@ -299,7 +290,7 @@ pub(super) fn lax_facts(
         match ext.parsed_extension() {
             ParsedExtension::SubjectAlternativeName(san) => {
                 for name in &san.general_names {
-                    facts.add_name(lax_name(name)?)?;
+                    facts.sans.push(lax_name(name)?);
                 }
             }
             ParsedExtension::KeyUsage(ku) => facts.key_usage = Some(ku.flags),
@@ -342,20 +333,18 @@ fn lax_subject(name: &x509_parser::x509::X509Name<'_>) -> Result<Vec<(String, St
 }
 
 /// A subjectAltName entry as x509-parser reads it.
-fn lax_name<'a>(
-    name: &'a x509_parser::extensions::GeneralName<'_>,
-) -> Result<RawName<'a>, X509Error> {
+fn lax_name(name: &x509_parser::extensions::GeneralName<'_>) -> Result<Name, X509Error> {
     use x509_parser::extensions::GeneralName;
     Ok(match name {
-        GeneralName::DNSName(d) => RawName::Dns(d),
-        GeneralName::IPAddress(b) => RawName::Ip(b),
-        GeneralName::OtherName(..) => RawName::Other("otherName"),
-        GeneralName::RFC822Name(_) => RawName::Other("an email address"),
-        GeneralName::X400Address(_) => RawName::Other("an X.400 address"),
-        GeneralName::DirectoryName(_) => RawName::Other("a directory name"),
-        GeneralName::EDIPartyName(_) => RawName::Other("an EDI party name"),
-        GeneralName::URI(_) => RawName::Other("a URI"),
-        GeneralName::RegisteredID(_) => RawName::Other("a registered ID"),
+        GeneralName::DNSName(d) => Name::Dns((*d).to_owned()),
+        GeneralName::IPAddress(b) => Name::ip(b)?,
+        GeneralName::OtherName(..) => Name::Other("otherName"),
+        GeneralName::RFC822Name(_) => Name::Other("an email address"),
+        GeneralName::X400Address(_) => Name::Other("an X.400 address"),
+        GeneralName::DirectoryName(_) => Name::Other("a directory name"),
+        GeneralName::EDIPartyName(_) => Name::Other("an EDI party name"),
+        GeneralName::URI(_) => Name::Other("a URI"),
+        GeneralName::RegisteredID(_) => Name::Other("a registered ID"),
         GeneralName::Invalid(..) => return Err(X509Error::InvalidSan),
     })
 }
@@ -405,7 +394,7 @@ pub(super) fn strict_facts(
             SAN => {
                 let san = SubjectAltName::from_der(bytes).map_err(err)?;
                 for name in &san.0 {
-                    facts.add_name(strict_name(name))?;
+                    facts.sans.push(strict_name(name)?);
                 }
             }
             KEY_USAGE => facts.key_usage = Some(KeyUsage::from_der(bytes).map_err(err)?.0.bits()),
@@ -451,18 +440,18 @@ fn strict_subject(name: &x509_cert::name::Name) -> Result<Vec<(String, String)>,
 }
 
 /// A subjectAltName entry as x509-cert reads it.
-fn strict_name(name: &x509_cert::ext::pkix::name::GeneralName) -> RawName<'_> {
+fn strict_name(name: &x509_cert::ext::pkix::name::GeneralName) -> Result<Name, X509Error> {
     use x509_cert::ext::pkix::name::GeneralName;
-    match name {
-        GeneralName::DnsName(d) => RawName::Dns(d.as_str()),
-        GeneralName::IpAddress(b) => RawName::Ip(b.as_bytes()),
-        GeneralName::OtherName(_) => RawName::Other("otherName"),
-        GeneralName::Rfc822Name(_) => RawName::Other("an email address"),
-        GeneralName::DirectoryName(_) => RawName::Other("a directory name"),
-        GeneralName::EdiPartyName(_) => RawName::Other("an EDI party name"),
-        GeneralName::UniformResourceIdentifier(_) => RawName::Other("a URI"),
-        GeneralName::RegisteredId(_) => RawName::Other("a registered ID"),
-    }
+    Ok(match name {
+        GeneralName::DnsName(d) => Name::Dns(d.as_str().to_owned()),
+        GeneralName::IpAddress(b) => Name::ip(b.as_bytes())?,
+        GeneralName::OtherName(_) => Name::Other("otherName"),
+        GeneralName::Rfc822Name(_) => Name::Other("an email address"),
+        GeneralName::DirectoryName(_) => Name::Other("a directory name"),
+        GeneralName::EdiPartyName(_) => Name::Other("an EDI party name"),
+        GeneralName::UniformResourceIdentifier(_) => Name::Other("a URI"),
+        GeneralName::RegisteredId(_) => Name::Other("a registered ID"),
+    })
 }
 
 /// An IP SAN's bytes: 4 (IPv4) or 16 (IPv6), nothing else.
