@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use super::index::Nodes;
 use super::ranges::{Reserved, canonical};
 use super::verdict::{Asker, Check, Cluster, Facts, Policy, Verdict, deny};
+use super::whose::dns_matches;
 
 /// Check 8: every DNS name, then every address.
 pub(super) fn check(
@@ -40,7 +41,10 @@ fn reserved_name(d: &str, asker: &Asker, cluster: &Cluster, policy: &Policy) -> 
             cluster
                 .names
                 .iter()
-                .find(|(n, _)| reserves(n, d))
+                // For `*.BASE` any name under BASE at any depth: a deeper
+                // name is as much the API server's domain, and nothing is
+                // lost refusing it to a node.
+                .find(|(n, _)| dns_matches(n, d))
                 .map(|(n, what)| {
                     if n == d {
                         what.clone()
@@ -137,16 +141,6 @@ pub(super) fn address_in(list: &[(IpAddr, String)], ip: IpAddr) -> Option<&Strin
     list.iter()
         .find(|(a, _)| canonical(*a) == ip)
         .map(|(_, what)| what)
-}
-
-/// Whether the API server's name `n` reserves `d`: the same name, or for
-/// `*.BASE` any name under BASE at any depth (a deeper name is as much the
-/// API server's domain, and nothing is lost refusing it to a node).
-fn reserves(n: &str, d: &str) -> bool {
-    match n.strip_prefix("*.") {
-        Some(base) => d == n || d.strip_suffix(base).is_some_and(|head| head.ends_with('.')),
-        None => n == d,
-    }
 }
 
 /// Addresses no node can own: loopback, link-local, multicast,

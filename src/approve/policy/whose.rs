@@ -193,7 +193,10 @@ pub(super) fn listed_sans(
     Ok(())
 }
 
-/// `pattern` is an exact name or `*.SUFFIX` (any name under SUFFIX).
+/// Whether `pattern`, an exact name or `*.SUFFIX` (any name under SUFFIX,
+/// at any depth), covers the lower-case DNS name `name` (an `--allowed-dns`
+/// pattern, or a name the API server is reached by). A requested name
+/// never holds `*` nor an empty label ([`crate::x509::dns_name`]).
 pub(super) fn dns_matches(pattern: &str, name: &str) -> bool {
     let pattern = pattern.to_ascii_lowercase();
     match pattern.strip_prefix("*.") {
