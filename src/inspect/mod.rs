@@ -246,10 +246,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
     Ok(revisions
         .into_iter()
         .map(|r| {
-            let leaf = r
-                .content
-                .ok()
-                .and_then(|b| validate::leaf_of(b.get(crate::bundle::CERT_FILE)?));
+            let leaf = r.content.ok().and_then(|b| validate::leaf_of_bundle(&b));
             RevisionReport {
                 revision: r.revision,
                 hash: r.hash,

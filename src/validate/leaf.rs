@@ -80,7 +80,7 @@ pub(super) fn leaf_facts(der: &[u8]) -> Option<Leaf> {
         issuer: c.issuer_text(),
         sans: c.san_text(),
         is_ca: c.is_ca(),
-        serial: c.serial_text(),
+        serial: c.signed_part().raw_serial_as_string(),
         not_before,
         not_after,
         sha256: crate::bundle::sha256(der),

@@ -57,10 +57,6 @@ impl<'a> Certificate<'a> {
         self.cert.issuer().to_string()
     }
 
-    pub fn serial_text(&self) -> String {
-        self.cert.raw_serial_as_string()
-    }
-
     pub fn spki(&self) -> &[u8] {
         self.cert.public_key().raw
     }
