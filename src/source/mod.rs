@@ -34,12 +34,12 @@ mod tests {
             watcher::Event::InitApply(node("a")),
             watcher::Event::InitApply(node("b")),
         ] {
-            assert!(!l.apply(e));
+            assert!(l.apply(e).is_none());
         }
         assert!(!l.synced() && l.items().is_empty());
-        assert!(l.apply(watcher::Event::InitDone));
-        assert!(l.apply(watcher::Event::Delete(node("a"))));
-        assert!(l.apply(watcher::Event::Apply(node("c"))));
+        assert!(l.apply(watcher::Event::InitDone).is_some());
+        assert!(l.apply(watcher::Event::Delete(node("a"))).is_some());
+        assert!(l.apply(watcher::Event::Apply(node("c"))).is_some());
         assert_eq!(l.items().keys().collect::<Vec<_>>(), ["b", "c"]);
 
         // A re-list: until it is done, the old set stays whole.

@@ -199,7 +199,7 @@ impl TrustBundles {
         while let Some(event) = events.next().await {
             match event {
                 Ok(e) => {
-                    if listed.apply(e) {
+                    if listed.apply(e).is_some() {
                         let ca = ca_of(listed.items(), &self.selection).await;
                         super::error::publish(tx, self.bundle(ca));
                     }

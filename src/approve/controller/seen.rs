@@ -49,17 +49,6 @@ pub(super) fn requester(csr: &Csr) -> &str {
     csr.spec.username.as_deref().unwrap_or_default()
 }
 
-/// The object a watcher event is about: `None` for a whole re-list.
-fn touched<K: kube::Resource>(event: &watcher::Event<K>) -> Option<Option<String>> {
-    match event {
-        watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
-            Some(Some(o.meta().name.clone().unwrap_or_default()))
-        }
-        watcher::Event::InitDone => Some(None),
-        watcher::Event::Init | watcher::Event::InitApply(_) => None,
-    }
-}
-
 impl Seen {
     pub fn synced(&self) -> bool {
         self.csrs.synced() && self.nodes.synced()
@@ -76,9 +65,7 @@ impl Seen {
     }
 
     fn csr_event(&mut self, event: watcher::Event<Csr>) {
-        let what = touched(&event);
-        self.csrs.apply(event);
-        match what {
+        match self.csrs.apply(event) {
             Some(Some(name)) => {
                 if self.csrs.items().get(&name).is_some_and(pending) {
                     self.dirty.insert(name);
@@ -92,13 +79,12 @@ impl Seen {
     }
 
     fn node_event(&mut self, event: watcher::Event<Node>) {
-        let what = touched(&event);
-        if !self.nodes.apply(event) {
+        let Some(what) = self.nodes.apply(event) else {
             return;
-        }
+        };
         self.node_index = None;
         self.node_generation += 1;
-        let Some(Some(node)) = what else {
+        let Some(node) = what else {
             self.pieces = self
                 .nodes
                 .items()

@@ -119,30 +119,33 @@ pub struct Listed<K> {
 }
 
 impl<K: kube::Resource> Listed<K> {
-    /// Applies one watcher event; `true` when the visible set changed.
-    pub fn apply(&mut self, event: watcher::Event<K>) -> bool {
+    /// Applies one watcher event; what of the visible set changed: `None`
+    /// nothing, `Some(None)` all of it (a re-list), else the object named.
+    pub fn apply(&mut self, event: watcher::Event<K>) -> Option<Option<String>> {
         let name = |o: &K| o.meta().name.clone().unwrap_or_default();
         match event {
             watcher::Event::Init => {
                 self.listing.clear();
-                false
+                None
             }
             watcher::Event::InitApply(o) => {
                 self.listing.insert(name(&o), o);
-                false
+                None
             }
             watcher::Event::InitDone => {
                 self.items = std::mem::take(&mut self.listing);
                 self.synced = true;
-                true
+                Some(None)
             }
             watcher::Event::Apply(o) => {
-                self.items.insert(name(&o), o);
-                true
+                let n = name(&o);
+                self.items.insert(n.clone(), o);
+                Some(Some(n))
             }
             watcher::Event::Delete(o) => {
-                self.items.remove(&name(&o));
-                true
+                let n = name(&o);
+                self.items.remove(&n);
+                Some(Some(n))
             }
         }
     }
