@@ -28,6 +28,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde::Serialize;
 
+use crate::inspect::Column;
 use crate::source::client::ClientSettings;
 pub use api::write_decision;
 use api::{api_err, connect, name_of, pending};
@@ -56,46 +57,35 @@ pub struct ReviewRow {
     decision: Option<Verdict>,
 }
 
-pub const REVIEW_HEADER: &[&str] = &[
-    "NAME",
-    "SIGNER",
-    "REQUESTER",
-    "NODE",
-    "SANS",
-    "USAGES",
-    "KEY",
-    "AGE",
-    "VERDICT",
+/// The table's columns (the table escapes everything a requester
+/// controls, so no escape sequence or carriage return reaches the
+/// operator's terminal).
+pub const REVIEW_COLUMNS: &[Column<ReviewRow>] = &[
+    ("NAME", |r| r.name.clone()),
+    ("SIGNER", |r| r.signer.clone()),
+    ("REQUESTER", |r| r.requester.clone()),
+    ("NODE", |r| r.node.clone().unwrap_or_else(|| "-".into())),
+    ("SANS", |r| {
+        if r.sans.is_empty() {
+            "-".into()
+        } else {
+            r.sans.join(",")
+        }
+    }),
+    ("USAGES", |r| r.usages.join(",")),
+    ("KEY", |r| r.key.clone()),
+    ("AGE", |r| {
+        let age = humantime::format_duration(Duration::from_secs(r.age_seconds.max(0) as u64));
+        age.to_string().split(' ').next().unwrap_or_default().into()
+    }),
+    ("VERDICT", |r| {
+        if r.reason.is_empty() {
+            r.verdict.clone()
+        } else {
+            format!("{}: {}", r.verdict, r.reason)
+        }
+    }),
 ];
-
-/// The table's cells; everything a requester controls is escaped, so no
-/// escape sequence or carriage return reaches the operator's terminal.
-pub fn review_cells(r: &ReviewRow) -> Vec<String> {
-    let verdict = if r.reason.is_empty() {
-        r.verdict.clone()
-    } else {
-        format!("{}: {}", r.verdict, r.reason)
-    };
-    let age = humantime::format_duration(Duration::from_secs(r.age_seconds.max(0) as u64));
-    let sans = if r.sans.is_empty() {
-        "-".into()
-    } else {
-        r.sans.join(",")
-    };
-    [
-        &r.name,
-        &r.signer,
-        &r.requester,
-        r.node.as_deref().unwrap_or("-"),
-        &sans,
-        &r.usages.join(","),
-        &r.key,
-        age.to_string().split(' ').next().unwrap_or_default(),
-        &verdict,
-    ]
-    .map(|c| crate::escape(c).into_owned())
-    .into()
-}
 
 /// `csr review`: the verdict on every pending CSR (or those named), and
 /// with `approve`/`deny` the writes; returns the rows and what was done.

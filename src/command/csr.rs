@@ -44,11 +44,6 @@ async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
         a.deny,
     )
     .await?;
-    let text = render(
-        &rows,
-        a.output,
-        crate::approve::REVIEW_HEADER,
-        crate::approve::review_cells,
-    )?;
+    let text = render(&rows, a.output, crate::approve::REVIEW_COLUMNS)?;
     Ok((text, done))
 }

@@ -7,7 +7,7 @@ mod error;
 mod kubeadm;
 
 use crate::cli::{CheckArgs, ManArgs, RevisionsArgs, RollbackArgs};
-use crate::inspect::{REVISION_HEADER, render, revision_cells};
+use crate::inspect::{REVISION_COLUMNS, render};
 
 pub use csr::review;
 pub use daemon::{approve, run};
@@ -26,7 +26,7 @@ pub fn check(a: &CheckArgs) -> Finished {
 /// `certsync revisions`: a target's revisions, newest first.
 pub fn revisions(a: &RevisionsArgs) -> Finished {
     let rows = crate::inspect::revisions(&a.target)?;
-    print(&render(&rows, a.output, REVISION_HEADER, revision_cells)?)?;
+    print(&render(&rows, a.output, REVISION_COLUMNS)?)?;
     Ok(0)
 }
 

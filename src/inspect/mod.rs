@@ -286,14 +286,17 @@ pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledB
 /// A terminal's width when nobody set one: `check`'s table fits it.
 pub const TERMINAL_COLUMNS: usize = 80;
 
-/// Renders rows as an aligned table (`wide` the same), JSON or YAML.
+/// One table column: its header, and its cell of a row.
+pub type Column<T> = (&'static str, fn(&T) -> String);
+
+/// Renders rows as an aligned table of `columns` (`wide` the same), JSON
+/// or YAML.
 pub fn render<T: Serialize>(
     rows: &[T],
     output: Output,
-    header: &[&str],
-    cells: impl Fn(&T) -> Vec<String>,
+    columns: &[Column<T>],
 ) -> Result<String, InspectError> {
-    render_within(rows, output, header, cells, None)
+    render_within(rows, output, columns, None)
 }
 
 /// `check`'s report: a table of its narrow columns (`-o wide` adds
@@ -301,16 +304,11 @@ pub fn render<T: Serialize>(
 /// certificate's path shortened from the left, the status from the
 /// right); `wide`, JSON and YAML in full.
 pub fn render_check(rows: &[CertReport], output: Output) -> Result<String, InspectError> {
-    const NARROW: [usize; 4] = [0, 4, 6, 7];
     if output != Output::Table {
-        return render(rows, output, CHECK_HEADER, check_cells);
+        return render(rows, output, CHECK_COLUMNS);
     }
-    let narrow = |r: &CertReport| {
-        let mut all = check_cells(r);
-        NARROW.map(|c| std::mem::take(&mut all[c])).into()
-    };
-    let header = NARROW.map(|c| CHECK_HEADER[c]);
-    render_within(rows, output, &header, narrow, Some(TERMINAL_COLUMNS))
+    let narrow = [0, 4, 6, 7].map(|c| CHECK_COLUMNS[c]);
+    render_within(rows, output, &narrow, Some(TERMINAL_COLUMNS))
 }
 
 /// Shortens `cell` to `width` characters: a path keeps its end, anything
@@ -346,8 +344,7 @@ fn fit_widths(mut widths: Vec<usize>, max: usize) -> Vec<usize> {
 fn render_within<T: Serialize>(
     rows: &[T],
     output: Output,
-    header: &[&str],
-    cells: impl Fn(&T) -> Vec<String>,
+    columns: &[Column<T>],
     max: Option<usize>,
 ) -> Result<String, InspectError> {
     match output {
@@ -356,16 +353,15 @@ fn render_within<T: Serialize>(
             .map_err(InspectError::Json),
         Output::Yaml => serde_yaml_ng::to_string(rows).map_err(InspectError::Yaml),
         Output::Table | Output::Wide => {
-            let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+            let mut table: Vec<Vec<String>> = vec![columns.iter().map(|c| c.0.into()).collect()];
             // Subjects and names come from whoever wrote the certificate:
             // no terminal escapes, no newline forging a row.
             table.extend(rows.iter().map(|r| {
-                cells(r)
-                    .into_iter()
-                    .map(|c| crate::escape(&c).into_owned())
+                (columns.iter())
+                    .map(|(_, cell)| crate::escape(&cell(r)).into_owned())
                     .collect::<Vec<_>>()
             }));
-            let widths: Vec<usize> = (0..header.len())
+            let widths: Vec<usize> = (0..columns.len())
                 .map(|c| {
                     table
                         .iter()
@@ -394,58 +390,49 @@ fn render_within<T: Serialize>(
     }
 }
 
-/// The table columns of a `check` line.
-fn check_cells(r: &CertReport) -> Vec<String> {
-    let key = match r.key {
-        KeyStatus::Matches => "matches",
-        KeyStatus::Mismatch => "MISMATCH",
-        KeyStatus::NotApplicable => "n/a (CA)",
-        KeyStatus::Missing => "no key",
-        KeyStatus::Unreadable => "unreadable",
-    };
-    vec![
-        r.certificate.display().to_string(),
-        r.subject.clone(),
-        r.sans.join(","),
-        r.expires.clone(),
-        r.residual.clone(),
-        r.issuer.clone(),
-        key.to_owned(),
-        r.problem.clone().unwrap_or_else(|| "ok".into()),
-    ]
-}
-
-const CHECK_HEADER: &[&str] = &[
-    "CERTIFICATE",
-    "SUBJECT",
-    "SANS",
-    "EXPIRES",
-    "RESIDUAL TIME",
-    "ISSUER",
-    "KEY",
-    "STATUS",
+/// The table columns of a `check` line; the narrow table (`-o wide`
+/// adds subject, SANs, issuer) has the first, fifth, seventh and last.
+const CHECK_COLUMNS: &[Column<CertReport>; 8] = &[
+    ("CERTIFICATE", |r| r.certificate.display().to_string()),
+    ("SUBJECT", |r| r.subject.clone()),
+    ("SANS", |r| r.sans.join(",")),
+    ("EXPIRES", |r| r.expires.clone()),
+    ("RESIDUAL TIME", |r| r.residual.clone()),
+    ("ISSUER", |r| r.issuer.clone()),
+    ("KEY", |r| {
+        match r.key {
+            KeyStatus::Matches => "matches",
+            KeyStatus::Mismatch => "MISMATCH",
+            KeyStatus::NotApplicable => "n/a (CA)",
+            KeyStatus::Missing => "no key",
+            KeyStatus::Unreadable => "unreadable",
+        }
+        .into()
+    }),
+    ("STATUS", |r| {
+        r.problem.clone().unwrap_or_else(|| "ok".into())
+    }),
 ];
 
 /// The table columns of a `revisions` line.
-pub fn revision_cells(r: &RevisionReport) -> Vec<String> {
-    vec![
-        format!(
-            "{}{}",
-            r.revision,
-            match (r.current, r.pinned) {
-                (true, true) => " * pinned",
-                (true, false) => " *",
-                _ => "",
-            }
-        ),
-        r.hash.clone(),
-        r.not_after.clone().unwrap_or_else(|| "-".into()),
-        r.serial.clone().unwrap_or_else(|| "-".into()),
-        r.subject.clone().unwrap_or_else(|| "-".into()),
-    ]
-}
-
-pub const REVISION_HEADER: &[&str] = &["REVISION", "HASH", "NOT AFTER", "SERIAL", "SUBJECT"];
+pub const REVISION_COLUMNS: &[Column<RevisionReport>] = &[
+    ("REVISION", |r| {
+        let mark = match (r.current, r.pinned) {
+            (true, true) => " * pinned",
+            (true, false) => " *",
+            _ => "",
+        };
+        format!("{}{mark}", r.revision)
+    }),
+    ("HASH", |r| r.hash.clone()),
+    ("NOT AFTER", |r| {
+        r.not_after.clone().unwrap_or_else(|| "-".into())
+    }),
+    ("SERIAL", |r| r.serial.clone().unwrap_or_else(|| "-".into())),
+    ("SUBJECT", |r| {
+        r.subject.clone().unwrap_or_else(|| "-".into())
+    }),
+];
 
 #[cfg(test)]
 mod tests {
@@ -498,10 +485,9 @@ mod tests {
             "evil\u{1b}[31m\nCERTIFICATE forged".to_owned(),
             "ok\u{7}".to_owned(),
         )];
-        let out = render(&rows, Output::Table, &["A", "B"], |r| {
-            vec![r.0.clone(), r.1.clone()]
-        })
-        .unwrap();
+        let columns: [Column<(String, String)>; 2] =
+            [("A", |r| r.0.clone()), ("B", |r| r.1.clone())];
+        let out = render(&rows, Output::Table, &columns).unwrap();
         assert_eq!(out.lines().count(), 2, "{out:?}");
         assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
     }
@@ -510,13 +496,8 @@ mod tests {
     fn table_is_aligned() {
         #[derive(Serialize)]
         struct Row(&'static str, &'static str);
-        let t = render(
-            &[Row("a", "bb"), Row("ccc", "d")],
-            Output::Table,
-            &["X", "Y"],
-            |r| vec![r.0.into(), r.1.into()],
-        )
-        .unwrap();
+        let columns: [Column<Row>; 2] = [("X", |r| r.0.into()), ("Y", |r| r.1.into())];
+        let t = render(&[Row("a", "bb"), Row("ccc", "d")], Output::Table, &columns).unwrap();
         assert_eq!(t, "X    Y\na    bb\nccc  d\n");
     }
 }
