@@ -119,14 +119,6 @@ impl Request {
             .and_then(|(_, r)| r.verify_signature().ok())
             .ok_or(X509Error::Signature)
     }
-
-    pub fn subject_values(&self, oid: &str) -> Vec<&str> {
-        self.subject
-            .iter()
-            .filter(|(o, _)| o == oid)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
 }
 
 /// The request decoded by both parsers, nothing after it, version 1.

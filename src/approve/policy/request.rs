@@ -79,10 +79,10 @@ pub(super) fn signature(req: &Request) -> Result<(), Verdict> {
 
 /// Check 5.
 pub(super) fn subject(req: &Request, username: &str) -> Result<(), Verdict> {
-    if req.subject.len() == 2
-        && req.subject_values(COMMON_NAME) == [username]
-        && req.subject_values(ORGANIZATION) == [NODES_GROUP]
-    {
+    // Two attributes, each of these (in either order).
+    let want = [(COMMON_NAME, username), (ORGANIZATION, NODES_GROUP)];
+    let has = |(oid, value): &(&str, &str)| req.subject.iter().any(|(o, v)| o == oid && v == value);
+    if req.subject.len() == 2 && want.iter().all(has) {
         return Ok(());
     }
     let subject: Vec<String> = req
