@@ -79,15 +79,9 @@ pub struct Policy {
     pub max_size: usize,
 }
 
-/// A bundle that passed validation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Validated {
-    /// `None` for a CA-only bundle.
-    pub leaf: Option<Leaf>,
-}
-
-/// Checks `bundle` against `policy`. Pure: no I/O, no clock but `policy.now`.
-pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, ValidationError> {
+/// Checks `bundle` against `policy`; a bundle that passes gives its leaf
+/// (`None` for a CA-only bundle). Pure: no I/O, no clock but `policy.now`.
+pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Option<Leaf>, ValidationError> {
     let size = bundle.size();
     if size > policy.max_size {
         let largest = bundle
@@ -115,15 +109,14 @@ pub fn validate(bundle: &Bundle, policy: &Policy) -> Result<Validated, Validatio
                 Some(name) => Err(ValidationError::UnexpectedKey {
                     file: bundle.origin(name).to_owned(),
                 }),
-                None => Ok(Validated { leaf: None }),
+                None => Ok(None),
             }
         }
         Expect::Pair => {
             if bundle.get(CA_FILE).is_some() {
                 ca_bundle()?;
             }
-            let leaf = validate_pair(bundle, policy)?;
-            Ok(Validated { leaf: Some(leaf) })
+            validate_pair(bundle, policy).map(Some)
         }
     }
 }
@@ -186,7 +179,7 @@ fn validate_files(
     bundle: &Bundle,
     policy: &Policy,
     allow_non_pem: bool,
-) -> Result<Validated, ValidationError> {
+) -> Result<Option<Leaf>, ValidationError> {
     let mut leaf = None;
     for (name, bytes) in bundle.files() {
         let origin = bundle.origin(name).to_owned();
@@ -239,11 +232,9 @@ fn validate_files(
                 ..*policy
             },
         )?;
-        if leaf.is_none() {
-            leaf = checked.leaf;
-        }
+        leaf = leaf.or(checked);
     }
-    Ok(Validated { leaf })
+    Ok(leaf)
 }
 
 /// Whether `bytes` may be published with the certificate mode: nothing but
@@ -401,10 +392,7 @@ mod files_tests {
         )
         .unwrap();
         let v = validate(&b, &policy()).unwrap();
-        assert!(
-            v.leaf.is_some(),
-            "the pair's leaf is the mapping's certificate"
-        );
+        assert!(v.is_some(), "the pair's leaf is the mapping's certificate");
 
         let mut lone = Bundle::default();
         lone.insert("orphan.key", p.key.clone(), "t").unwrap();
@@ -529,7 +517,7 @@ mod tests {
         for (name, cert, key) in cases {
             let v =
                 validate(&pair(&cert, &key), &policy()).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let leaf = v.leaf.expect("leaf facts");
+            let leaf = v.expect("leaf facts");
             assert!(leaf.not_after > leaf.not_before, "{name}");
         }
     }
@@ -548,7 +536,7 @@ mod tests {
             expect: Expect::CaOnly,
             ..policy()
         };
-        assert_eq!(validate(&ca, &ca_only).unwrap().leaf, None);
+        assert_eq!(validate(&ca, &ca_only).unwrap(), None);
         assert_eq!(
             validate(&b, &ca_only).unwrap_err().reason(),
             "unexpected_key"
@@ -741,7 +729,6 @@ mod tests {
         let p = Pair::new("facts.example");
         let leaf = validate(&pair(&p.cert, &p.key), &policy())
             .unwrap()
-            .leaf
             .unwrap();
         assert!(leaf.subject.contains("facts.example"), "{}", leaf.subject);
         assert!(

@@ -237,7 +237,7 @@ impl Syncer {
         &self,
         bundle: &Bundle,
         policy: Policy,
-    ) -> Result<Result<validate::Validated, ValidationError>, SyncError> {
+    ) -> Result<Result<Option<validate::Leaf>, ValidationError>, SyncError> {
         let b = bundle.clone();
         off_runtime(&self.mapping.name, move || validate::validate(&b, &policy)).await
     }

@@ -38,7 +38,7 @@ pub fn check(
         max_size: validate::MAX_BUNDLE_SIZE,
     };
     let validated = validate::validate(&pair, &policy).map_err(CsrError::Invalid)?;
-    let leaf = validated.leaf.ok_or(CsrError::NoLeaf)?;
+    let leaf = validated.ok_or(CsrError::NoLeaf)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(CsrError::Pem)?;
