@@ -30,10 +30,8 @@ use std::net::IpAddr;
 
 use rustls_pki_types::pem::SectionKind;
 use x509_cert::der::asn1::ObjectIdentifier as Oid;
-use x509_cert::der::flagset::FlagSet;
 use x509_cert::der::{Any, Decode, Encode, Tag, TagNumber, Tagged};
 use x509_cert::ext::Extension;
-use x509_cert::ext::pkix::KeyUsages;
 use x509_cert::request::CertReq;
 use x509_parser::certification_request::X509CertificationRequest;
 use x509_parser::cri_attributes::ParsedCriAttribute;
@@ -46,23 +44,16 @@ pub const SERVER_AUTH: &str = "1.3.6.1.5.5.7.3.1";
 pub const COMMON_NAME: &str = "2.5.4.3";
 pub const ORGANIZATION: &str = "2.5.4.10";
 
-/// A request as both parsers agreed on reading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A request as both parsers agreed on reading it: its facts (the
+/// subject one `(OID, value)` per RDN; `key_alg` `None` for a key type or
+/// curve certsync does not know), and its names.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Request {
     der: Vec<u8>,
-    /// The subject, one `(OID, value)` per RDN, in order.
-    pub subject: Vec<(String, String)>,
-    /// `None`: a key type or curve certsync does not know.
-    pub key: Option<KeyAlg>,
+    pub facts: Facts,
     /// DNS SANs as requested (host-name syntax, case kept).
     pub dns: Vec<String>,
     pub ips: Vec<IpAddr>,
-    /// Requested key usage bits, as x509-cert names them.
-    pub key_usage: Vec<String>,
-    /// Requested extended key usages (OIDs), in order.
-    pub ext_key_usage: Vec<String>,
-    /// basicConstraints cA, when requested.
-    pub ca: Option<bool>,
 }
 
 impl Request {
@@ -97,16 +88,12 @@ impl Request {
         if dns.is_empty() && ips.is_empty() {
             return Err(X509Error::NoSans);
         }
-        let key_usage = FlagSet::<KeyUsages>::new_truncated(facts.key_usage.unwrap_or(0));
+        let key_alg = KeyAlg::of_spki(&info.subject_pki);
         Ok(Request {
             der: der.clone(),
-            subject: facts.subject,
-            key: KeyAlg::of_spki(&info.subject_pki),
+            facts: Facts { key_alg, ..facts },
             dns,
             ips,
-            key_usage: key_usage.into_iter().map(|f| format!("{f:?}")).collect(),
-            ext_key_usage: facts.ext_key_usage.unwrap_or_default(),
-            ca: facts.basic_constraints.map(|(ca, _)| ca),
         })
     }
 

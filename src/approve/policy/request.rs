@@ -8,6 +8,8 @@ use super::verdict::{
 };
 use crate::source::csr::KeyAlg;
 use crate::x509::{COMMON_NAME, ORGANIZATION, Request, SERVER_AUTH};
+use x509_cert::der::flagset::FlagSet;
+use x509_cert::ext::pkix::KeyUsages;
 
 /// Check 1. Returns NAME.
 pub(super) fn requester<'a>(
@@ -47,9 +49,7 @@ pub(super) fn read(csr: &CertificateSigningRequest, facts: &mut Facts) -> Result
         Err(e) if e.is_san() => return Err(deny(Check::Sans, e.to_string())),
         Err(e) => return Err(deny(Check::Request, e.to_string())),
     };
-    facts.key = req
-        .key
-        .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+    facts.key = (req.facts.key_alg).map_or_else(|| "unknown".to_owned(), |a| a.to_string());
     facts.dns = req.dns.iter().map(|d| d.to_ascii_lowercase()).collect();
     facts.ips = req.ips.iter().copied().map(canonical).collect();
     Ok(req)
@@ -58,7 +58,7 @@ pub(super) fn read(csr: &CertificateSigningRequest, facts: &mut Facts) -> Result
 /// Check 3, before 4: ring refuses weak RSA keys outright, which would
 /// read as a forged signature.
 pub(super) fn key(req: &Request) -> Result<(), Verdict> {
-    match req.key {
+    match req.facts.key_alg {
         Some(KeyAlg::Rsa(bits)) if bits < 2048 => Err(deny(
             Check::Key,
             format!("RSA key of {bits} bits; at least 2048 required"),
@@ -81,13 +81,12 @@ pub(super) fn signature(req: &Request) -> Result<(), Verdict> {
 pub(super) fn subject(req: &Request, username: &str) -> Result<(), Verdict> {
     // Two attributes, each of these (in either order).
     let want = [(COMMON_NAME, username), (ORGANIZATION, NODES_GROUP)];
-    let has = |(oid, value): &(&str, &str)| req.subject.iter().any(|(o, v)| o == oid && v == value);
-    if req.subject.len() == 2 && want.iter().all(has) {
+    let subject = &req.facts.subject;
+    let has = |(oid, value): &(&str, &str)| subject.iter().any(|(o, v)| o == oid && v == value);
+    if subject.len() == 2 && want.iter().all(has) {
         return Ok(());
     }
-    let subject: Vec<String> = req
-        .subject
-        .iter()
+    let subject: Vec<String> = (subject.iter())
         .map(|(oid, v)| format!("{oid}={v:?}"))
         .collect();
     Err(deny(
@@ -101,7 +100,7 @@ pub(super) fn subject(req: &Request, username: &str) -> Result<(), Verdict> {
 
 /// Check 6: `spec.usages` (what the signer issues) and the request's own.
 pub(super) fn usages(spec: &[String], req: &Request) -> Result<(), Verdict> {
-    let rsa = matches!(req.key, Some(KeyAlg::Rsa(_)));
+    let rsa = matches!(req.facts.key_alg, Some(KeyAlg::Rsa(_)));
     let mut usages: Vec<&str> = spec.iter().map(String::as_str).collect();
     usages.sort_unstable();
     let exact = ["digital signature", "server auth"];
@@ -117,19 +116,21 @@ pub(super) fn usages(spec: &[String], req: &Request) -> Result<(), Verdict> {
             format!("usages {spec:?}; a kubelet serving certificate has {allowed}"),
         ));
     }
-    let ku_ok = req
-        .key_usage
-        .iter()
-        .all(|u| u == "DigitalSignature" || (rsa && u == "KeyEncipherment"));
-    let eku_ok = req.ext_key_usage.iter().all(|o| o == SERVER_AUTH);
-    if !ku_ok || !eku_ok || req.ca == Some(true) {
+    // The key usage bits as x509-cert names them.
+    let bits = FlagSet::<KeyUsages>::new_truncated(req.facts.key_usage.unwrap_or(0));
+    let key_usage: Vec<String> = bits.into_iter().map(|f| format!("{f:?}")).collect();
+    let ku_ok =
+        (key_usage.iter()).all(|u| u == "DigitalSignature" || (rsa && u == "KeyEncipherment"));
+    let eku = req.facts.ext_key_usage.clone().unwrap_or_default();
+    let ca = req.facts.basic_constraints.map(|(ca, _)| ca);
+    if !ku_ok || !eku.iter().all(|o| o == SERVER_AUTH) || ca == Some(true) {
         return Err(deny(
             Check::Usages,
             format!(
                 "the request itself asks for key usages {:?}, extended key usages {:?}, CA {:?}; only digital signature{}, server auth and no CA are allowed",
-                req.key_usage,
-                req.ext_key_usage,
-                req.ca,
+                key_usage,
+                eku,
+                ca,
                 if rsa { ", key encipherment" } else { "" },
             ),
         ));
