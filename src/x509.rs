@@ -72,7 +72,7 @@ impl Request {
             san_kinds(san.extn_value.as_bytes())?;
         }
         let facts = facts::same_facts(
-            facts::lax_facts(&info.subject, lax_exts, info.subject_pki.raw),
+            facts::lax_facts(&info.subject, lax_exts, &info.subject_pki),
             facts::strict_facts(&strict.info.subject, &extensions, &strict.info.public_key),
         )?;
         let (dns, ips) =
@@ -88,10 +88,9 @@ impl Request {
         if dns.is_empty() && ips.is_empty() {
             return Err(X509Error::NoSans);
         }
-        let key_alg = KeyAlg::of_spki(&info.subject_pki);
         Ok(Request {
             der: der.clone(),
-            facts: Facts { key_alg, ..facts },
+            facts,
             dns,
             ips,
         })

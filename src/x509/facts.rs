@@ -132,18 +132,14 @@ impl<'a> Certificate<'a> {
         let strict = super::certificate::strict_certificate(self.der)?;
         let tbs = &strict.tbs_certificate;
         let cert = &self.cert;
-        let facts = same_facts(
-            lax_facts(cert.subject(), cert.extensions(), cert.public_key().raw),
+        same_facts(
+            lax_facts(cert.subject(), cert.extensions(), cert.public_key()),
             strict_facts(
                 &tbs.subject,
                 tbs.extensions.as_deref().unwrap_or_default(),
                 &tbs.subject_public_key_info,
             ),
-        )?;
-        Ok(Facts {
-            key_alg: self.key_alg(),
-            ..facts
-        })
+        )
     }
 }
 
@@ -203,7 +199,7 @@ pub struct Facts {
     pub extensions: Vec<(String, bool)>,
     /// The SubjectPublicKeyInfo, DER.
     pub spki: Vec<u8>,
-    /// The key's algorithm, if it is one certsync knows.
+    /// The key's algorithm, if it is one certsync knows (x509-parser's).
     pub key_alg: Option<KeyAlg>,
 }
 
@@ -268,11 +264,12 @@ impl Name {
 pub(super) fn lax_facts(
     subject: &x509_parser::x509::X509Name<'_>,
     extensions: &[x509_parser::extensions::X509Extension<'_>],
-    spki: &[u8],
+    spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>,
 ) -> Result<Facts, X509Error> {
     let mut facts = Facts {
         subject: lax_subject(subject)?,
-        spki: spki.to_vec(),
+        spki: spki.raw.to_vec(),
+        key_alg: KeyAlg::of_spki(spki),
         ..Facts::default()
     };
     for ext in extensions {
