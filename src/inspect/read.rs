@@ -137,12 +137,13 @@ impl Input {
                 what: beneath::kind_name(kind),
             });
         }
-        let kept = st.st_mode & 0o004 == 0 && !own(st);
-        if let Some(p) = kept.then(|| exposure(passed, st.st_uid)).flatten() {
-            return Err(refusal(st, p));
-        }
-        if let Some(problem) = Self::exposed(&walked.fd, st) {
-            return Err(problem);
+        if st.st_mode & 0o004 == 0 && !own(st) {
+            if let Some(p) = exposure(passed, st.st_uid) {
+                return Err(refusal(st, p));
+            }
+            if let Some(problem) = Self::exposed(&walked.fd, st) {
+                return Err(problem);
+            }
         }
         let file = walked.open_read().map_err(|e| match e {
             PathError::Replaced { .. } => InspectError::Replaced,
@@ -163,9 +164,6 @@ impl Input {
     /// (`fs.protected_hardlinks=0`), or what is left of one once the owner
     /// renamed its own name away. Found on descriptors, `..` up to `/`.
     fn exposed(fd: &OwnedFd, st: &FileStat) -> Option<InspectError> {
-        if st.st_mode & 0o004 != 0 || own(st) {
-            return None;
-        }
         let holder = match beneath::holder(fd.as_fd(), st) {
             Ok(found) => found,
             Err(PathError::Replaced { .. }) => return Some(InspectError::Moved),
