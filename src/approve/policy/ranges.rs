@@ -101,3 +101,17 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 pub fn dns_name(s: &str) -> String {
     s.trim_end_matches('.').to_ascii_lowercase()
 }
+
+/// Whether `pattern`, an exact name or `*.SUFFIX` (any name under SUFFIX,
+/// at any depth), covers the lower-case DNS name `name` (an `--allowed-dns`
+/// pattern, or a name the API server is reached by). A requested name
+/// never holds `*` nor an empty label ([`crate::x509::dns_name`]).
+pub(super) fn dns_matches(pattern: &str, name: &str) -> bool {
+    let pattern = pattern.to_ascii_lowercase();
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => name
+            .strip_suffix(suffix)
+            .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+        None => pattern == name,
+    }
+}

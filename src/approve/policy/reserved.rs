@@ -6,9 +6,8 @@
 use std::net::IpAddr;
 
 use super::index::Nodes;
-use super::ranges::{Reserved, canonical};
+use super::ranges::{Reserved, canonical, dns_matches};
 use super::verdict::{Asker, Check, Cluster, Facts, Policy, Verdict, deny};
-use super::whose::dns_matches;
 
 /// Check 8: every DNS name, then every address.
 pub(super) fn check(

@@ -1,5 +1,5 @@
+use super::ranges::dns_matches;
 use super::reserved::special;
-use super::whose::dns_matches;
 use super::*;
 use crate::source::csr::{CsrSpec, KeyAlg, pkcs10};
 use k8s_openapi::ByteString;

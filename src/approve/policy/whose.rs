@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 
 use super::index::{Listed, MAX_NODE_ADDRESSES, Nodes};
+use super::ranges::dns_matches;
 use super::reserved::address_in;
 use super::verdict::{Asker, Check, Cluster, Facts, Policy, Verdict, deny, wait};
 
@@ -191,18 +192,4 @@ pub(super) fn listed_sans(
         ));
     }
     Ok(())
-}
-
-/// Whether `pattern`, an exact name or `*.SUFFIX` (any name under SUFFIX,
-/// at any depth), covers the lower-case DNS name `name` (an `--allowed-dns`
-/// pattern, or a name the API server is reached by). A requested name
-/// never holds `*` nor an empty label ([`crate::x509::dns_name`]).
-pub(super) fn dns_matches(pattern: &str, name: &str) -> bool {
-    let pattern = pattern.to_ascii_lowercase();
-    match pattern.strip_prefix("*.") {
-        Some(suffix) => name
-            .strip_suffix(suffix)
-            .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-        None => pattern == name,
-    }
 }
