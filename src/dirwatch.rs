@@ -32,7 +32,7 @@ pub enum DirWatchError {
 
 /// A subscriber's wake-up: changes before [`Events::changed`] is awaited
 /// wake it once. A `Notify`, not a channel (512 bytes, one per mapping).
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Events(Arc<Notify>);
 
 impl Events {
@@ -40,7 +40,7 @@ impl Events {
         self.0.notified().await;
     }
 
-    fn wake(&self) {
+    pub fn wake(&self) {
         self.0.notify_one();
     }
 }

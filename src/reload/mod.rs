@@ -21,12 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 pub use self::error::ReloadError;
 use self::http::HttpHook;
 use self::pid::Target;
 use self::verify::ServingCheck;
+use crate::dirwatch::Events;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 
@@ -75,7 +76,7 @@ struct Request {
 #[derive(Debug, Clone, Default)]
 pub struct ReloadHandle {
     pending: Arc<Mutex<BTreeMap<String, Request>>>,
-    wake: Arc<Notify>,
+    wake: Events,
 }
 
 impl ReloadHandle {
@@ -89,7 +90,7 @@ impl ReloadHandle {
         events: Option<EventSink>,
     ) {
         crate::lock(&self.pending).insert(mapping.to_owned(), Request { verify, events });
-        self.wake.notify_one();
+        self.wake.wake();
     }
 }
 
@@ -106,7 +107,7 @@ pub async fn run(
     loop {
         tokio::select! {
             () = crate::shutdown::stopped(&mut shutdown) => return,
-            () = handle.wake.notified() => {}
+            () = handle.wake.changed() => {}
         }
         let batch = gather(&handle, config.quiet, config.max_delay).await;
         if batch.is_empty() {
@@ -124,20 +125,14 @@ pub async fn run(
 }
 
 /// After a first request: waits until no request came for `quiet`, or
-/// `max_delay` passed, and takes everything requested so far.
+/// `max_delay` passed ([`crate::dirwatch::quiet`]), and takes everything
+/// requested so far.
 async fn gather(
     handle: &ReloadHandle,
     quiet: Duration,
     max_delay: Duration,
 ) -> BTreeMap<String, Request> {
-    let until = tokio::time::Instant::now() + max_delay;
-    loop {
-        tokio::select! {
-            () = handle.wake.notified() => continue,
-            () = tokio::time::sleep(quiet) => break,
-            () = tokio::time::sleep_until(until) => break,
-        }
-    }
+    crate::dirwatch::quiet(&handle.wake, quiet, max_delay).await;
     std::mem::take(&mut *crate::lock(&handle.pending))
 }
 
@@ -269,7 +264,7 @@ mod tests {
         for m in ["serving", "client", "ca"] {
             handle.request(m, None, None);
         }
-        handle.wake.notified().await;
+        handle.wake.changed().await;
         let batch = gather(&handle, Duration::from_millis(200), Duration::from_secs(2)).await;
         assert_eq!(
             batch.keys().collect::<Vec<_>>(),
@@ -292,7 +287,7 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
-        handle.wake.notified().await;
+        handle.wake.changed().await;
         let start = tokio::time::Instant::now();
         let batch = gather(&handle, Duration::from_millis(200), Duration::from_secs(1)).await;
         assert_eq!(start.elapsed(), Duration::from_secs(1));
