@@ -125,7 +125,7 @@ pub(super) async fn claim_targets(
             Err(WriterError::Owned { pid, .. }) => Err(pid),
             other => Ok(other),
         };
-        let claimed = super::wait::poll(wait, Duration::from_millis(250), claim).await;
+        let claimed = crate::shutdown::poll(wait, Duration::from_millis(250), claim).await;
         let (target, secs) = (t.clone(), wait.as_secs());
         claims.push(claimed.map_err(|pid| RevertError::StillHeld { pid, target, secs })??);
     }

@@ -147,31 +147,33 @@ impl ServingCheck {
         deadline: Duration,
     ) -> Result<Duration, ReloadError> {
         let started = Instant::now();
-        loop {
-            let last = match self.served(Duration::from_secs(2)).await {
-                Ok(fp) if fp == expected => return Ok(started.elapsed()),
-                last => last,
-            };
-            if started.elapsed() >= deadline {
-                let (addr, expected) = (self.addr.clone(), short(&expected));
-                let waited = started.elapsed();
-                return Err(match last {
-                    Ok(fp) => ReloadError::Stale {
-                        addr,
-                        served: short(&fp),
-                        expected,
-                        waited,
-                    },
-                    Err(last) => ReloadError::Unserved {
-                        addr,
-                        last: Box::new(last),
-                        expected,
-                        waited,
-                    },
-                });
+        let every = Duration::from_millis(100);
+        // Owned by the check: with `self` borrowed, the spawned reloader's
+        // future is not provably `Send` (an async closure's borrow).
+        let check = self.clone();
+        let last = crate::shutdown::poll(deadline, every, async move |_| {
+            match check.served(Duration::from_secs(2)).await {
+                Ok(fp) if fp == expected => Ok(()),
+                last => Err(last),
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
+        let (addr, expected, waited) = (self.addr.clone(), short(&expected), started.elapsed());
+        Err(match last {
+            Ok(()) => return Ok(waited),
+            Err(Ok(fp)) => ReloadError::Stale {
+                addr,
+                served: short(&fp),
+                expected,
+                waited,
+            },
+            Err(Err(last)) => ReloadError::Unserved {
+                addr,
+                last: Box::new(last),
+                expected,
+                waited,
+            },
+        })
     }
 }
 
