@@ -17,17 +17,9 @@ pub enum ReloadError {
     #[error("{addr}: still serving {served} instead of {expected} after {waited:?}")]
     Stale {
         addr: String,
-        /// The fingerprint served, as [`super::verify::short`] says it.
+        /// The fingerprint served, as [`super::verify::short`] says it, or
+        /// why none was read at the last try.
         served: String,
-        expected: String,
-        waited: Duration,
-    },
-    /// No fingerprint was read at the last try, for `last`.
-    #[error("{addr}: still serving {last} instead of {expected} after {waited:?}")]
-    Unserved {
-        addr: String,
-        #[source]
-        last: Box<ReloadError>,
         expected: String,
         waited: Duration,
     },

@@ -158,21 +158,15 @@ impl ServingCheck {
             }
         })
         .await;
-        let (addr, expected, waited) = (self.addr.clone(), short(&expected), started.elapsed());
-        Err(match last {
-            Ok(()) => return Ok(waited),
-            Err(Ok(fp)) => ReloadError::Stale {
-                addr,
-                served: short(&fp),
-                expected,
-                waited,
-            },
-            Err(Err(last)) => ReloadError::Unserved {
-                addr,
-                last: Box::new(last),
-                expected,
-                waited,
-            },
+        let served = match last {
+            Ok(()) => return Ok(started.elapsed()),
+            Err(last) => last.map_or_else(|e| e.to_string(), |fp| short(&fp)),
+        };
+        Err(ReloadError::Stale {
+            addr: self.addr.clone(),
+            served,
+            expected: short(&expected),
+            waited: started.elapsed(),
         })
     }
 }
