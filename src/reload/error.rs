@@ -103,22 +103,10 @@ pub enum ReloadError {
     Task(#[source] crate::Panicked),
 
     // The HTTP hook's settings.
+    /// Not `http[s]://host[:port]/path`, a host not loopback where
+    /// verification is skipped, or a method that is none.
     #[error("reload URL {url:?}: {problem}")]
-    Url { url: String, problem: &'static str },
-    #[error("reload URL {url:?}: {source} (expected http[s]://host[:port]/path)")]
-    UrlParse {
-        url: String,
-        #[source]
-        source: http::uri::InvalidUri,
-    },
-    #[error("reload URL {url:?}: {source}")]
-    UrlUserinfo {
-        url: String,
-        #[source]
-        source: http::Error,
-    },
-    #[error("reload URL {url:?}: {method:?} is not an HTTP method")]
-    NotAMethod { url: String, method: String },
+    Url { url: String, problem: String },
     #[error("reload header {header:?}: expected 'Name: value'")]
     Header { header: String },
     /// Not readable as a file only root may change, not PEM, or a

@@ -76,19 +76,19 @@ impl std::fmt::Debug for HttpHook {
 impl HttpHook {
     pub fn new(c: &HttpHookConfig) -> Result<Self, ReloadError> {
         let url = || redact_text(&c.url);
-        let url_err = |problem| ReloadError::Url {
+        let url_err = |problem: String| ReloadError::Url {
             url: url(),
             problem,
         };
         let given: Uri = c
             .url
             .parse()
-            .map_err(|source| ReloadError::UrlParse { url: url(), source })?;
+            .map_err(|e| url_err(format!("{e} (expected http[s]://host[:port]/path)")))?;
         if !matches!(given.scheme_str(), Some("http" | "https")) {
-            return Err(url_err("only http and https are supported"));
+            return Err(url_err("only http and https are supported".into()));
         }
         let Some(authority) = given.authority() else {
-            return Err(url_err("no host"));
+            return Err(url_err("no host".into()));
         };
         let host = authority.host();
         let loopback = host == "localhost"
@@ -98,18 +98,12 @@ impl HttpHook {
                 .is_ok_and(|ip| ip.is_loopback());
         if c.insecure_skip_verify && !loopback {
             return Err(url_err(
-                "skipping TLS verification is allowed for loopback URLs only",
+                "skipping TLS verification is allowed for loopback URLs only".into(),
             ));
         }
-        let (uri, basic) = split_userinfo(&given)
-            .map_err(|source| ReloadError::UrlUserinfo { url: url(), source })?;
-        let method =
-            Method::from_bytes(c.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
-                ReloadError::NotAMethod {
-                    url: url(),
-                    method: c.method.clone(),
-                }
-            })?;
+        let (uri, basic) = split_userinfo(&given).map_err(|e| url_err(e.to_string()))?;
+        let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| url_err(format!("{:?} is not an HTTP method", c.method)))?;
         let headers = c
             .headers
             .iter()
