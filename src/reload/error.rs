@@ -8,9 +8,6 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
-use crate::beneath::PathError;
-use crate::files::OwnedError;
-
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     // The serving check.
@@ -25,13 +22,10 @@ pub enum ReloadError {
     },
     #[error("{0:?} is not host:port")]
     NotHostPort(String),
-    /// The connection, the server name or the handshake failed.
+    /// The connection, the server name or the handshake failed, timed
+    /// out, or presented no certificate.
     #[error("{0}")]
     Tls(#[source] Box<dyn std::error::Error + Send + Sync>),
-    #[error("TLS handshake timed out")]
-    TlsTimeout,
-    #[error("no certificate presented")]
-    NoCertificate,
 
     // Signal mode.
     #[error(
@@ -39,17 +33,9 @@ pub enum ReloadError {
          candidates)"
     )]
     NoMatch { what: String },
-    /// Unreadable (an I/O error is [`PathError::Io`]), or not a file.
-    #[error("pidfile {path}: {}", .source.problem())]
-    PidfileRead {
-        path: PathBuf,
-        #[source]
-        source: PathError,
-    },
-    #[error("pidfile {path}: {text:?} is not a process id")]
-    NotAPid { path: PathBuf, text: String },
-    #[error("pidfile {path}: process {pid} does not exist")]
-    PidGone { path: PathBuf, pid: i32 },
+    /// Unreadable, not a file, not a process id, or naming no process.
+    #[error("pidfile {path}: {problem}")]
+    Pidfile { path: PathBuf, problem: String },
     /// The pidfile is not proof that the process it names is the consumer:
     /// `problem` is one of the reasons below, each with its [`ReloadError::refusal`].
     #[error("pidfile {path}: {problem}; refusing to signal it")]
@@ -109,30 +95,24 @@ pub enum ReloadError {
     Url { url: String, problem: String },
     #[error("reload header {header:?}: expected 'Name: value'")]
     Header { header: String },
-    /// Not readable as a file only root may change, not PEM, or a
-    /// certificate rustls refuses.
+    /// Not readable as a file only root may change, not PEM, a
+    /// certificate rustls refuses, or no certificate at all.
     #[error("reload CA file {path}: {source}")]
     CaFile {
         path: PathBuf,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("reload CA file {path}: no certificates in it")]
-    CaEmpty { path: PathBuf },
     /// The bearer token file, judged at start.
     #[error("--reload-bearer-token-file: {0}")]
     TokenFile(#[source] Box<ReloadError>),
-    #[error("bearer token file {}: {source}", path.display())]
-    TokenUnreadable {
-        path: PathBuf,
-        #[source]
-        source: OwnedError,
-    },
-    /// Not UTF-8 text, or not a valid header value.
+    /// Not readable as a file only root may change, not UTF-8 text, or
+    /// not a valid header value.
     #[error("bearer token file {}: {problem}", path.display())]
     Token {
         path: PathBuf,
-        problem: &'static str,
+        #[source]
+        problem: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] rustls::Error),

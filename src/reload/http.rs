@@ -178,7 +178,7 @@ impl HttpHook {
                     .map_err(|e| bad(e.into()))?;
             }
             if roots.is_empty() {
-                return Err(ReloadError::CaEmpty { path: path.clone() });
+                return Err(bad("no certificates in it".into()));
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         } else {
@@ -273,19 +273,15 @@ impl HttpHook {
 /// URL names, so a file another user may change (or link to root's
 /// token) would hand them root's secret.
 fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, ReloadError> {
-    let path = path.to_owned();
-    let token = match crate::files::read_owned(&path, crate::files::SMALL_FILE) {
-        Ok(token) => token,
-        Err(source) => return Err(ReloadError::TokenUnreadable { path, source }),
+    let bad = |problem: Box<dyn std::error::Error + Send + Sync>| ReloadError::Token {
+        path: path.to_owned(),
+        problem,
     };
-    let Ok(token) = String::from_utf8(token) else {
-        let problem = "not UTF-8 text";
-        return Err(ReloadError::Token { path, problem });
-    };
-    HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| ReloadError::Token {
-        path,
-        problem: "not a valid header value",
-    })
+    let token =
+        crate::files::read_owned(path, crate::files::SMALL_FILE).map_err(|e| bad(e.into()))?;
+    let token = String::from_utf8(token).map_err(|_| bad("not UTF-8 text".into()))?;
+    HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+        .map_err(|_| bad("not a valid header value".into()))
 }
 
 /// `uri` without its `user:password@`, and that userinfo as an

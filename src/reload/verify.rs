@@ -134,10 +134,10 @@ impl ServingCheck {
         };
         tokio::time::timeout(timeout, connect)
             .await
-            .map_err(|_| ReloadError::TlsTimeout)??;
+            .map_err(|_| ReloadError::Tls("TLS handshake timed out".into()))??;
         let leaf = (capture.leaf.as_ref()).and_then(|l| crate::lock(l).take());
         leaf.map(|der| crate::bundle::sha256(&der))
-            .ok_or(ReloadError::NoCertificate)
+            .ok_or_else(|| ReloadError::Tls("no certificate presented".into()))
     }
 
     /// Polls until the served leaf is `expected` or `deadline` passes.

@@ -27,20 +27,12 @@ pub(super) fn pidfile_target(
         path: path.to_owned(),
         problem: Box::new(problem),
     };
-    let unread = |source| ReloadError::PidfileRead {
+    let unread = |problem| ReloadError::Pidfile {
         path: path.to_owned(),
-        source,
+        problem,
     };
-    let io = |source| {
-        unread(PathError::Io {
-            path: path.to_owned(),
-            source,
-        })
-    };
-    let gone = |pid| ReloadError::PidGone {
-        path: path.to_owned(),
-        pid,
-    };
+    let io = |e: std::io::Error| unread(e.to_string());
+    let gone = |pid| unread(format!("process {pid} does not exist"));
     // The last name is not followed: whoever writes the pidfile's
     // directory could link root's pidfile in.
     let file = beneath::open_file(path, Links::RefuseLast).map_err(|e| match e {
@@ -48,7 +40,7 @@ pub(super) fn pidfile_target(
         PathError::NotRegular { what, .. } => {
             refused(ReloadError::PidfileNotRegular { kind: what })
         }
-        e => unread(e),
+        e => unread(e.problem()),
     })?;
     // Type, owner and time from the opened descriptor, not the path.
     let meta = file.metadata().map_err(io)?;
@@ -63,16 +55,13 @@ pub(super) fn pidfile_target(
     let written = meta.modified().map_err(io)?;
     let bytes = beneath::read_capped(file, path, 64).map_err(|e| match e {
         PathError::TooLarge { limit, .. } => refused(ReloadError::PidfileTooLarge { limit }),
-        e => unread(e),
+        e => unread(e.problem()),
     })?;
     let text = String::from_utf8_lossy(&bytes);
     let pid = match text.trim().parse::<i32>() {
         Ok(pid) if pid > 1 => pid,
         _ => {
-            return Err(ReloadError::NotAPid {
-                path: path.to_owned(),
-                text: text.trim().to_owned(),
-            });
+            return Err(unread(format!("{:?} is not a process id", text.trim())));
         }
     };
     // Held before anything about the process is checked: the checks below
