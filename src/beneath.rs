@@ -33,7 +33,8 @@ pub use up::{Upward, directory_and_ancestors, holder, identity, upward};
 #[cfg(test)]
 pub(crate) use walk::BETWEEN_CHECK_AND_OPEN;
 pub use walk::{
-    Entry, Links, MAX_DEPTH, MAX_LINKS, PathError, Start, Walked, kind_name, read_only, walk,
+    Entry, Links, MAX_DEPTH, MAX_LINKS, PathError, Start, Walked, fd_path, kind_name, read_only,
+    walk,
 };
 
 #[cfg(test)]

@@ -2,12 +2,12 @@
 //! (never a path looked up again), where the kernel says an open file
 //! really is, and what file a path names (device and inode).
 
-use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::sys::stat::{FileStat, SFlag};
 
-use super::walk::{Entry, Links, PathError, Start, Walked, kind, open_dir, walk};
+use super::walk::{Entry, Links, PathError, Start, Walked, fd_path, kind, open_dir, walk};
 
 /// `dir` (shown as `shown`) and every directory above it, by `..` from the
 /// descriptor of the one below, up to `/`: each as an [`Entry`] with its
@@ -52,8 +52,7 @@ impl Iterator for Upward {
 /// ([`PathError::Replaced`] when it was moved meanwhile). Where the file
 /// really is, whatever way led to it.
 pub fn holder(fd: BorrowedFd<'_>, st: &FileStat) -> Result<Walked, PathError> {
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-        .map_err(|e| PathError::io(Path::new("/proc/self/fd"), e))?;
+    let real = fd_path(fd).map_err(|e| PathError::io(Path::new("/proc/self/fd"), e))?;
     let moved = || PathError::Replaced { path: real.clone() };
     let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
         return Err(moved());

@@ -460,27 +460,20 @@ fn begin<'a>(
     start: Start<'a>,
     path: &Path,
 ) -> Result<(OwnedFd, PathBuf, Option<Held<'a>>), PathError> {
-    let held = |fd, shown: &'a Path, names| Held { fd, shown, names };
     Ok(match start {
-        Start::Beneath(fd, shown) => (
-            open_dir(fd, ".", shown)?,
-            shown.to_owned(),
-            Some(held(fd, shown, Vec::new())),
-        ),
-        Start::Volume(fd, shown) => {
+        Start::Beneath(fd, shown) | Start::Volume(fd, shown) => {
             // The kernel's name for the held directory: what a link by its
             // real path says, whatever symlink the start was named through.
-            let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-            let names = [Some(shown.to_owned()), real.ok()]
-                .into_iter()
-                .flatten()
-                .filter(|n| n.is_absolute())
-                .collect();
-            (
-                open_dir(fd, ".", shown)?,
-                shown.to_owned(),
-                Some(held(fd, shown, names)),
-            )
+            let names = match start {
+                Start::Volume(..) => [Some(shown.to_owned()), fd_path(fd).ok()]
+                    .into_iter()
+                    .flatten()
+                    .filter(|n| n.is_absolute())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let held = Held { fd, shown, names };
+            (open_dir(fd, ".", shown)?, shown.to_owned(), Some(held))
         }
         Start::Path if path.is_absolute() => (
             open_dir(nix::fcntl::AT_FDCWD, "/", Path::new("/"))?,
@@ -533,6 +526,12 @@ pub fn kind_name(k: SFlag) -> &'static str {
         SFlag::S_IFLNK => "a symlink",
         _ => "a regular file",
     }
+}
+
+/// The kernel's name for what `fd` holds (`/proc/self/fd/N`): where it
+/// really is, whatever way led to it.
+pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 /// Whether `fd` is on a read-only mount.

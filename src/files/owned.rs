@@ -248,14 +248,10 @@ fn guard(path: &Path, volume_roots: bool) -> Result<(), OwnedError> {
         ..Trust::STRICT
     };
     let absolute = std::path::absolute(path).map_err(OwnedError::WorkingDirectory)?;
-    let mut existing = absolute.as_path();
-    while existing.symlink_metadata().is_err() {
-        match existing.parent() {
-            Some(parent) => existing = parent,
-            None => return Ok(()),
-        }
+    match absolute.ancestors().find(|p| p.symlink_metadata().is_ok()) {
+        Some(existing) => walk_judged(existing, trust).map(drop),
+        None => Ok(()),
     }
-    walk_judged(existing, trust).map(drop)
 }
 
 #[cfg(test)]

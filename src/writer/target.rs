@@ -3,6 +3,7 @@
 
 use std::fs::{self, File};
 use std::io;
+use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -12,11 +13,6 @@ use nix::fcntl::Flock;
 use super::anchor::Anchor;
 use super::error::{Ctx, WriterError};
 use crate::bundle::KEY_FILE;
-
-fn opened_path(dir: &Dir) -> io::Result<PathBuf> {
-    use std::os::fd::{AsFd as _, AsRawFd as _};
-    fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterOptions {
@@ -92,7 +88,8 @@ impl Writer {
             anchor,
         };
         let root = w.root(make)?;
-        w.resolved = Some(opened_path(&root).ctx("resolve target directory", &w.target)?);
+        w.resolved =
+            Some(crate::beneath::fd_path(root.as_fd()).ctx("resolve target directory", &w.target)?);
         Ok((w, root))
     }
 
@@ -126,7 +123,8 @@ impl Writer {
         // What was opened, not what the path says now: no window between
         // a check and the open.
         if let Some(was) = &self.resolved {
-            let now = opened_path(&dir).ctx("resolve target directory", &self.target)?;
+            let now = crate::beneath::fd_path(dir.as_fd())
+                .ctx("resolve target directory", &self.target)?;
             if &now != was {
                 return Err(WriterError::Moved {
                     target: self.target.clone(),
