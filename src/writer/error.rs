@@ -3,7 +3,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::layout::{NotOwn, PIN, RevisionProblem};
+use super::layout::RevisionProblem;
 use crate::beneath::PathError;
 
 /// The two fields certsync writes in a kubeconfig's user.
@@ -244,13 +244,10 @@ pub enum WriterError {
         #[source]
         problem: crate::validate::ValidationError,
     },
-    // Why `..pin` is not obeyed (it is removed).
+    /// Why `..pin` is not obeyed (it is removed): not a regular file, not
+    /// certsync's own, or a hard link; the text names it.
     #[error("{0}")]
-    PinUnreadable(#[source] PathError),
-    #[error("{PIN}: {0}")]
-    PinNotOwn(#[source] NotOwn),
-    #[error("{PIN}: a hard link (links {links})")]
-    PinHardLink { links: u64 },
+    Pin(String),
 }
 
 /// How a user's field `key` authenticates beside the embedded certificate.

@@ -55,19 +55,21 @@ pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterErr
     let doc = parse(text)?;
     let (_, user) = current(&doc, "user")?;
     let u = named(&doc, "users", user)?;
-    let data = |field| decode(doc["users"][u]["user"].get(field), field);
-    let cert = data(CERT_DATA)?.ok_or_else(|| WriterError::NoCertificate(user.into()))?;
-    Ok((cert, data(KEY_DATA)?))
+    let cert =
+        user_data(&doc, u, CERT_DATA)?.ok_or_else(|| WriterError::NoCertificate(user.into()))?;
+    Ok((cert, user_data(&doc, u, KEY_DATA)?))
 }
 
 /// Makes the current context's user of `path` carry `cert` and `key`.
 pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
     let mut o = open(path)?;
-    let same = |field, want: &[u8]| embedded(&o, field).is_ok_and(|d| d.as_deref() == Some(want));
+    let same = |field, want: &[u8]| {
+        user_data(&o.doc, o.user, field).is_ok_and(|d| d.as_deref() == Some(want))
+    };
     if same(CERT_DATA, cert) && same(KEY_DATA, key) {
         return Ok(CopyUpdate::Unchanged);
     }
-    let before = embedded(&o, CERT_DATA).ok().flatten();
+    let before = user_data(&o.doc, o.user, CERT_DATA).ok().flatten();
     let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
     let user =
         user_fields(&mut o.doc, o.user).ok_or_else(|| refused(path, WriterError::UserVanished))?;
@@ -301,13 +303,8 @@ fn user_fields(doc: &mut Value, u: usize) -> Option<&mut Mapping> {
     user.as_mapping_mut()
 }
 
-fn embedded(o: &Opened, field: &str) -> Result<Option<Vec<u8>>, WriterError> {
-    decode(
-        o.doc["users"][o.user]
-            .get("user")
-            .and_then(|u| u.get(field)),
-        field,
-    )
+fn user_data(doc: &Value, u: usize, field: &str) -> Result<Option<Vec<u8>>, WriterError> {
+    decode(doc["users"][u]["user"].get(field), field)
 }
 
 fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, WriterError> {

@@ -42,10 +42,8 @@ pub struct NotOwn {
 /// Why a revision directory on disk cannot be trusted as is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RevisionProblem {
-    /// Not a directory, or not certsync's own ([`own`]).
-    #[error("{}: {problem}", path.display())]
-    Unopenable { path: PathBuf, problem: String },
-    /// A file that cannot be read or taken into a bundle.
+    /// Not a directory, not certsync's own ([`own`]), or a file in it that
+    /// cannot be read or taken into a bundle; the path is in the text.
     #[error("{0}")]
     Unreadable(String),
     #[error(

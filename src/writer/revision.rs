@@ -49,19 +49,14 @@ pub(super) fn read_revision_at(
     name: &str,
     shown: &Path,
 ) -> Result<Revision, RevisionProblem> {
+    let unopenable = |p: String| RevisionProblem::Unreadable(format!("{}: {p}", shown.display()));
     let dir = parent
         .open_dir_nofollow(name)
-        .map_err(|e| RevisionProblem::Unopenable {
-            path: shown.to_owned(),
-            problem: not_a_dir(e),
-        })?;
+        .map_err(|e| unopenable(not_a_dir(e)))?;
     dir.dir_metadata()
         .map_err(|e| e.to_string())
         .and_then(|m| own(m.uid(), m.mode()).map_err(|p| p.to_string()))
-        .map_err(|problem| RevisionProblem::Unopenable {
-            path: shown.to_owned(),
-            problem,
-        })?;
+        .map_err(unopenable)?;
     read_revision(&dir, shown)
 }
 

@@ -28,11 +28,12 @@ pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterErr
     let (bytes, (mode, uid, _), links) = match read_file(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
         Err(PathError::Io { .. }) => return Ok(None),
-        Err(e) => return Err(WriterError::PinUnreadable(e)),
+        Err(e) => return Err(WriterError::Pin(e.to_string())),
     };
-    own(uid, mode).map_err(WriterError::PinNotOwn)?;
+    let pin = |p: String| WriterError::Pin(format!("{PIN}: {p}"));
+    own(uid, mode).map_err(|p| pin(p.to_string()))?;
     if links != 1 {
-        return Err(WriterError::PinHardLink { links });
+        return Err(pin(format!("a hard link (links {links})")));
     }
     Ok(parse_pin(bytes))
 }
