@@ -5,9 +5,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::Signal;
-
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     // The serving check.
@@ -43,31 +40,10 @@ pub enum ReloadError {
         path: PathBuf,
         problem: Box<ReloadError>,
     },
-    #[error(
-        "permission denied sending {signal} to pid {pid} ({comm}): certsync runs as another user \
-         without CAP_KILL; run it as the main container's user or add the KILL capability"
-    )]
-    Permission {
-        pid: i32,
-        comm: String,
-        signal: Signal,
-    },
-    #[error(
-        "pid {pid} ({comm}) exited after it was checked; {signal} was not sent (its number may \
-         now be another process's)"
-    )]
-    Exited {
-        pid: i32,
-        comm: String,
-        signal: Signal,
-    },
-    #[error("sending {signal} to pid {pid} ({comm}): {errno}")]
-    Signal {
-        pid: i32,
-        comm: String,
-        signal: Signal,
-        errno: Errno,
-    },
+    /// The signal did not reach a chosen process: certsync may not signal
+    /// it, it exited after it was checked, or the kernel refused.
+    #[error("{0}")]
+    Unsent(String),
     #[error("cannot read /proc: {0}")]
     Proc(#[source] procfs::ProcError),
     #[error("cannot read /proc: pidfd_open({pid}): {errno}")]

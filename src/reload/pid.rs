@@ -64,24 +64,22 @@ pub fn find(target: &Target) -> Result<Vec<Chosen>, ReloadError> {
 /// Sends `signal` through each pidfd of `chosen`. Returns their PIDs.
 pub fn send(chosen: &[Chosen], signal: Signal) -> Result<Vec<i32>, ReloadError> {
     for Chosen { pid, comm, fd } in chosen {
-        let (pid, comm) = (*pid, comm.clone());
+        let sending = format!("sending {signal} to pid {pid} ({comm})");
         let Some(sig) = rustix::process::Signal::from_named_raw(signal as i32) else {
-            return Err(ReloadError::Signal {
-                pid,
-                comm,
-                signal,
-                errno: Errno::EINVAL,
-            });
+            return Err(ReloadError::Unsent(format!("{sending}: {}", Errno::EINVAL)));
         };
-        pidfd_send_signal(fd, sig).map_err(|e| match e {
-            rustix::io::Errno::PERM => ReloadError::Permission { pid, comm, signal },
-            rustix::io::Errno::SRCH => ReloadError::Exited { pid, comm, signal },
-            e => ReloadError::Signal {
-                pid,
-                comm,
-                signal,
-                errno: Errno::from_raw(e.raw_os_error()),
-            },
+        pidfd_send_signal(fd, sig).map_err(|e| {
+            ReloadError::Unsent(match e {
+                rustix::io::Errno::PERM => format!(
+                    "permission denied {sending}: certsync runs as another user without \
+                     CAP_KILL; run it as the main container's user or add the KILL capability"
+                ),
+                rustix::io::Errno::SRCH => format!(
+                    "pid {pid} ({comm}) exited after it was checked; {signal} was not sent \
+                     (its number may now be another process's)"
+                ),
+                e => format!("{sending}: {}", Errno::from_raw(e.raw_os_error())),
+            })
         })?;
     }
     Ok(chosen.iter().map(|c| c.pid).collect())
