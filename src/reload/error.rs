@@ -34,11 +34,16 @@ pub enum ReloadError {
     #[error("pidfile {path}: {problem}")]
     Pidfile { path: PathBuf, problem: String },
     /// The pidfile is not proof that the process it names is the consumer:
-    /// `problem` is one of the reasons below, each with its [`ReloadError::refusal`].
+    /// `problem` says why, and `reason` is the label it is counted under:
+    /// `pidfile` (a symlink, not a regular file, a hard link or larger than
+    /// the cap), `user` (the process does not run as the pidfile's owner),
+    /// `name` (it does not have the `--reload-process` name), `pid`
+    /// (certsync, one of its ancestors, or a process younger than the file).
     #[error("pidfile {path}: {problem}; refusing to signal it")]
     Refused {
         path: PathBuf,
-        problem: Box<ReloadError>,
+        reason: &'static str,
+        problem: String,
     },
     /// The signal did not reach a chosen process: certsync may not signal
     /// it, it exited after it was checked, or the kernel refused.
@@ -112,84 +117,15 @@ pub enum ReloadError {
     /// hyper's error chain, which never carries the URL.
     #[error("{}", crate::error_chain(.0))]
     Send(#[source] hyper_util::client::legacy::Error),
-
-    // Why a pidfile is not proof that the process it names is the consumer
-    // ([`ReloadError::Refused`]).
-    #[error(
-        "is a symbolic link, which is never followed (whoever can write its directory chooses \
-         where it points)"
-    )]
-    PidfileSymlink,
-    #[error("is {kind}, not a regular file")]
-    PidfileNotRegular { kind: &'static str },
-    /// A hard link says nothing of who made it: with
-    /// fs.protected_hardlinks=0 the consumer may link a root-owned pidfile
-    /// naming a root process into its own directory.
-    #[error(
-        "is a hard link (links {links}) to a file that has another name; whoever can write its \
-         directory may have linked another user's pidfile there; a pidfile must have one link"
-    )]
-    PidfileHardLink { links: u64 },
-    #[error("larger than the {limit}-byte limit")]
-    PidfileTooLarge { limit: u64 },
-    #[error("names certsync itself")]
-    NamesCertsync,
-    #[error("names process {pid}, which started certsync")]
-    NamesAncestor { pid: i32 },
-    /// `comm` escaped.
-    #[error(
-        "owned by uid {owner}, names process {pid} ({comm}), which runs as uid {euid} (real \
-         {ruid}, saved {suid}): a pidfile names only a process of its owner's (a root-owned one, \
-         a root process)"
-    )]
-    OtherUser {
-        owner: u32,
-        pid: i32,
-        comm: String,
-        euid: u32,
-        ruid: u32,
-        suid: u32,
-    },
-    #[error("names process {pid} ({comm}), which is not named {name:?} (--reload-process)")]
-    NotNamed {
-        pid: i32,
-        comm: String,
-        name: String,
-    },
-    #[error(
-        "names process {pid} ({comm}), which started {after:.0} s after the pidfile was last \
-         written: the PID was reused and the pidfile is stale"
-    )]
-    Younger { pid: i32, comm: String, after: f64 },
-    #[error("names process {pid}, whose start cannot be told ({source}): it may be a reused PID")]
-    StartUnknown {
-        pid: i32,
-        #[source]
-        source: procfs::ProcError,
-    },
 }
 
 impl ReloadError {
     /// The `reason` label of `certsync_reload_refusals_total`, for a
-    /// refused pidfile: `pidfile` (a symlink, not a regular file, a hard
-    /// link or larger than the cap), `user` (the process does not run as
-    /// the pidfile's owner), `name` (it does not have the
-    /// `--reload-process` name), `pid` (certsync, one of its ancestors, or
-    /// a process younger than the file).
+    /// refused pidfile ([`ReloadError::Refused`]).
     pub fn refusal(&self) -> Option<&'static str> {
-        Some(match self {
-            Self::Refused { problem, .. } => return problem.refusal(),
-            Self::PidfileSymlink
-            | Self::PidfileNotRegular { .. }
-            | Self::PidfileHardLink { .. }
-            | Self::PidfileTooLarge { .. } => "pidfile",
-            Self::OtherUser { .. } => "user",
-            Self::NotNamed { .. } => "name",
-            Self::NamesCertsync
-            | Self::NamesAncestor { .. }
-            | Self::Younger { .. }
-            | Self::StartUnknown { .. } => "pid",
-            _ => return None,
-        })
+        match self {
+            Self::Refused { reason, .. } => Some(reason),
+            _ => None,
+        }
     }
 }

@@ -212,12 +212,10 @@ async fn reload(
                         pause = (pause * 2).min(Duration::from_secs(2));
                         attempt += 1;
                     }
-                    Ok(Err(e @ ReloadError::Refused { .. })) => {
+                    Ok(Err(e @ ReloadError::Refused { reason, .. })) => {
                         // Not the consumer: said once here, counted, and
                         // recorded on every mapping that asked.
-                        if let Some(reason) = e.refusal() {
-                            metrics.reload_refused(reason);
-                        }
+                        metrics.reload_refused(reason);
                         for events in batch.values().filter_map(|r| r.events.as_ref()) {
                             events.reload_refused(e.to_string());
                         }

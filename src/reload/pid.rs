@@ -347,11 +347,7 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert!(
-            matches!(
-                e,
-                ReloadError::Refused { ref problem, .. }
-                    if matches!(**problem, ReloadError::NotNamed { .. })
-            ),
+            matches!(e, ReloadError::Refused { reason: "name", .. }),
             "{e}"
         );
         assert!(e.to_string().contains("not named \"nginx\""), "{e}");

@@ -23,9 +23,10 @@ pub(super) fn pidfile_target(
     name: Option<&str>,
     me: i32,
 ) -> Result<Chosen, ReloadError> {
-    let refused = |problem| ReloadError::Refused {
+    let refused = |reason, problem| ReloadError::Refused {
         path: path.to_owned(),
-        problem: Box::new(problem),
+        reason,
+        problem,
     };
     let unread = |problem| ReloadError::Pidfile {
         path: path.to_owned(),
@@ -36,25 +37,40 @@ pub(super) fn pidfile_target(
     // The last name is not followed: whoever writes the pidfile's
     // directory could link root's pidfile in.
     let file = beneath::open_file(path, Links::RefuseLast).map_err(|e| match e {
-        PathError::Link { .. } => refused(ReloadError::PidfileSymlink),
+        PathError::Link { .. } => refused(
+            "pidfile",
+            "is a symbolic link, which is never followed (whoever can write its directory \
+             chooses where it points)"
+                .into(),
+        ),
         PathError::NotRegular { what, .. } => {
-            refused(ReloadError::PidfileNotRegular { kind: what })
+            refused("pidfile", format!("is {what}, not a regular file"))
         }
         e => unread(e.problem()),
     })?;
     // Type, owner and time from the opened descriptor, not the path.
     let meta = file.metadata().map_err(io)?;
     // A pidfile is written by its process, one name; the owner check
-    // would pass a root-owned one linked in ([`ReloadError::PidfileHardLink`]).
+    // would pass a root-owned one linked in. A hard link says nothing of
+    // who made it: with fs.protected_hardlinks=0 the consumer may link a
+    // root-owned pidfile naming a root process into its own directory.
     if meta.nlink() > 1 {
-        return Err(refused(ReloadError::PidfileHardLink {
-            links: meta.nlink(),
-        }));
+        return Err(refused(
+            "pidfile",
+            format!(
+                "is a hard link (links {}) to a file that has another name; whoever can write \
+                 its directory may have linked another user's pidfile there; a pidfile must \
+                 have one link",
+                meta.nlink()
+            ),
+        ));
     }
     let owner = meta.uid();
     let written = meta.modified().map_err(io)?;
     let bytes = beneath::read_capped(file, path, 64).map_err(|e| match e {
-        PathError::TooLarge { limit, .. } => refused(ReloadError::PidfileTooLarge { limit }),
+        PathError::TooLarge { limit, .. } => {
+            refused("pidfile", format!("larger than the {limit}-byte limit"))
+        }
         e => unread(e.problem()),
     })?;
     let text = String::from_utf8_lossy(&bytes);
@@ -70,10 +86,13 @@ pub(super) fn pidfile_target(
     // the exited process and fails.
     let fd = open_pid(pid)?.ok_or_else(|| gone(pid))?;
     if pid == me {
-        return Err(refused(ReloadError::NamesCertsync));
+        return Err(refused("pid", "names certsync itself".into()));
     }
     if own_lineage(me, read_link)?.contains(&pid) {
-        return Err(refused(ReloadError::NamesAncestor { pid }));
+        return Err(refused(
+            "pid",
+            format!("names process {pid}, which started certsync"),
+        ));
     }
     let process = procfs::process::Process::new(pid).map_err(|_| gone(pid))?;
     let status = process.status().map_err(|_| gone(pid))?;
@@ -82,37 +101,46 @@ pub(super) fn pidfile_target(
     // Real, effective and saved uid: a process that can switch back to
     // root, or to anyone, is not the owner's.
     if [status.ruid, status.euid, status.suid] != [owner; 3] {
-        return Err(refused(ReloadError::OtherUser {
-            owner,
-            pid,
-            comm: comm(),
-            euid: status.euid,
-            ruid: status.ruid,
-            suid: status.suid,
-        }));
+        let (comm, euid, ruid, suid) = (comm(), status.euid, status.ruid, status.suid);
+        return Err(refused(
+            "user",
+            format!(
+                "owned by uid {owner}, names process {pid} ({comm}), which runs as uid {euid} \
+                 (real {ruid}, saved {suid}): a pidfile names only a process of its owner's (a \
+                 root-owned one, a root process)"
+            ),
+        ));
     }
     if let Some(name) = name
         && !proc.matches(&Target::Name(name.to_owned()))
     {
-        return Err(refused(ReloadError::NotNamed {
-            pid,
-            comm: comm(),
-            name: name.to_owned(),
-        }));
+        let comm = comm();
+        return Err(refused(
+            "name",
+            format!("names process {pid} ({comm}), which is not named {name:?} (--reload-process)"),
+        ));
     }
     // Started after the pidfile was last written: the PID was reused.
     let started = procfs::boot_time_secs()
         .map(|boot| boot as f64 + proc.start as f64 / procfs::ticks_per_second() as f64)
-        .map_err(|source| refused(ReloadError::StartUnknown { pid, source }))?;
+        .map_err(|e| {
+            let problem = format!(
+                "names process {pid}, whose start cannot be told ({e}): it may be a reused PID"
+            );
+            refused("pid", problem)
+        })?;
     let written = written
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     if started > written + START_TOLERANCE_SECS {
-        return Err(refused(ReloadError::Younger {
-            pid,
-            comm: comm(),
-            after: started - written,
-        }));
+        let (comm, after) = (comm(), started - written);
+        return Err(refused(
+            "pid",
+            format!(
+                "names process {pid} ({comm}), which started {after:.0} s after the pidfile was \
+                 last written: the PID was reused and the pidfile is stale"
+            ),
+        ));
     }
     Ok(Chosen {
         pid,
