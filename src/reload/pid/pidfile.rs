@@ -23,63 +23,9 @@ pub(super) fn pidfile_target(
     name: Option<&str>,
     me: i32,
 ) -> Result<Chosen, ReloadError> {
-    let refused = |reason, problem| ReloadError::Refused {
-        path: path.to_owned(),
-        reason,
-        problem,
-    };
-    let unread = |problem| ReloadError::Pidfile {
-        path: path.to_owned(),
-        problem,
-    };
-    let io = |e: std::io::Error| unread(e.to_string());
-    let gone = |pid| unread(format!("process {pid} does not exist"));
-    // The last name is not followed: whoever writes the pidfile's
-    // directory could link root's pidfile in.
-    let file = beneath::open_file(path, Links::RefuseLast).map_err(|e| match e {
-        PathError::Link { .. } => refused(
-            "pidfile",
-            "is a symbolic link, which is never followed (whoever can write its directory \
-             chooses where it points)"
-                .into(),
-        ),
-        PathError::NotRegular { what, .. } => {
-            refused("pidfile", format!("is {what}, not a regular file"))
-        }
-        e => unread(e.problem()),
-    })?;
-    // Type, owner and time from the opened descriptor, not the path.
-    let meta = file.metadata().map_err(io)?;
-    // A pidfile is written by its process, one name; the owner check
-    // would pass a root-owned one linked in. A hard link says nothing of
-    // who made it: with fs.protected_hardlinks=0 the consumer may link a
-    // root-owned pidfile naming a root process into its own directory.
-    if meta.nlink() > 1 {
-        return Err(refused(
-            "pidfile",
-            format!(
-                "is a hard link (links {}) to a file that has another name; whoever can write \
-                 its directory may have linked another user's pidfile there; a pidfile must \
-                 have one link",
-                meta.nlink()
-            ),
-        ));
-    }
-    let owner = meta.uid();
-    let written = meta.modified().map_err(io)?;
-    let bytes = beneath::read_capped(file, path, 64).map_err(|e| match e {
-        PathError::TooLarge { limit, .. } => {
-            refused("pidfile", format!("larger than the {limit}-byte limit"))
-        }
-        e => unread(e.problem()),
-    })?;
-    let text = String::from_utf8_lossy(&bytes);
-    let pid = match text.trim().parse::<i32>() {
-        Ok(pid) if pid > 1 => pid,
-        _ => {
-            return Err(unread(format!("{:?} is not a process id", text.trim())));
-        }
-    };
+    let refused = |reason, problem| refused(path, reason, problem);
+    let gone = |pid| unread(path, format!("process {pid} does not exist"));
+    let (pid, owner, written) = read_pidfile(path)?;
     // Held before anything about the process is checked: the checks below
     // read /proc for the PID, so if the process exits and its number is
     // reused meanwhile, they judge the newcomer but the signal goes to
@@ -129,9 +75,6 @@ pub(super) fn pidfile_target(
             );
             refused("pid", problem)
         })?;
-    let written = written
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
     if started > written + START_TOLERANCE_SECS {
         let (comm, after) = (comm(), started - written);
         return Err(refused(
@@ -147,4 +90,74 @@ pub(super) fn pidfile_target(
         comm: proc.comm,
         fd,
     })
+}
+
+fn refused(path: &Path, reason: &'static str, problem: String) -> ReloadError {
+    let path = path.to_owned();
+    ReloadError::Refused {
+        path,
+        reason,
+        problem,
+    }
+}
+
+fn unread(path: &Path, problem: String) -> ReloadError {
+    let path = path.to_owned();
+    ReloadError::Pidfile { path, problem }
+}
+
+/// The PID in the pidfile, its owner and when it was last written (Unix
+/// seconds), from the descriptor opened, not the path.
+fn read_pidfile(path: &Path) -> Result<(i32, u32, f64), ReloadError> {
+    let io = |e: std::io::Error| unread(path, e.to_string());
+    // The last name is not followed: whoever writes the pidfile's
+    // directory could link root's pidfile in.
+    let file = beneath::open_file(path, Links::RefuseLast).map_err(|e| match e {
+        PathError::Link { .. } => refused(
+            path,
+            "pidfile",
+            "is a symbolic link, which is never followed (whoever can write its directory \
+             chooses where it points)"
+                .into(),
+        ),
+        PathError::NotRegular { what, .. } => {
+            refused(path, "pidfile", format!("is {what}, not a regular file"))
+        }
+        e => unread(path, e.problem()),
+    })?;
+    let meta = file.metadata().map_err(io)?;
+    // A pidfile is written by its process, one name; the owner check
+    // would pass a root-owned one linked in. A hard link says nothing of
+    // who made it: with fs.protected_hardlinks=0 the consumer may link a
+    // root-owned pidfile naming a root process into its own directory.
+    if meta.nlink() > 1 {
+        let problem = format!(
+            "is a hard link (links {}) to a file that has another name; whoever can write its \
+             directory may have linked another user's pidfile there; a pidfile must have one \
+             link",
+            meta.nlink()
+        );
+        return Err(refused(path, "pidfile", problem));
+    }
+    let written = meta.modified().map_err(io)?;
+    let bytes = beneath::read_capped(file, path, 64).map_err(|e| match e {
+        PathError::TooLarge { limit, .. } => refused(
+            path,
+            "pidfile",
+            format!("larger than the {limit}-byte limit"),
+        ),
+        e => unread(path, e.problem()),
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let pid = match text.trim().parse::<i32>() {
+        Ok(pid) if pid > 1 => pid,
+        _ => {
+            return Err(unread(
+                path,
+                format!("{:?} is not a process id", text.trim()),
+            ));
+        }
+    };
+    let written = written.duration_since(std::time::UNIX_EPOCH);
+    Ok((pid, meta.uid(), written.map_or(0.0, |d| d.as_secs_f64())))
 }
