@@ -118,11 +118,6 @@ impl Writer {
         Ok(out)
     }
 
-    #[cfg(test)]
-    pub fn history(&self) -> Result<BTreeMap<u64, String>, WriterError> {
-        history_names(&self.root(false)?)
-    }
-
     /// Moves the files of `..rev-X` into `..history/X` (or removes them
     /// when `keep == 1`), then the emptied directory.
     pub(super) fn retire(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {

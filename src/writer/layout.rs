@@ -13,7 +13,7 @@ pub(super) const OWNER: &str = "..owner";
 /// Lock state, not data.
 pub const LOCK_FILES: [&str; 2] = [LOCK, OWNER];
 /// After `certsync rollback`: the content chosen and the content it
-/// replaced ([`Writer::publish`](super::Writer::publish)).
+/// replaced ([`Writer::publish_then`](super::Writer::publish_then)).
 pub(super) const PIN: &str = "..pin";
 /// Revision number of the files found in a fresh target before certsync.
 pub(super) const FOUND_REVISION: u64 = 0;

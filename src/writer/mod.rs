@@ -89,19 +89,15 @@ impl Writer {
     }
 
     /// Publishes `bundle`: nothing when the live revision already holds it
-    /// intact (missing links restored), otherwise a new revision and a flip.
+    /// intact (missing links restored), otherwise a new revision and a flip,
+    /// calling `flipped` as soon as the new revision is live and durable,
+    /// before the previous one is retired: a reload need not wait for the
+    /// bookkeeping.
     ///
     /// After `certsync rollback` a pin records the chosen content and the
     /// content it replaced. While the source still offers the replaced
     /// content, the pinned content is kept (and repaired); any other content
     /// releases the pin and is published.
-    pub fn publish(&self, bundle: &Bundle) -> Result<Outcome, WriterError> {
-        self.publish_then(bundle, || {})
-    }
-
-    /// [`Writer::publish`], calling `flipped` as soon as a new revision is
-    /// live and durable, before the previous one is retired: a reload need
-    /// not wait for the bookkeeping.
     pub fn publish_then(
         &self,
         bundle: &Bundle,

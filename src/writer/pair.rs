@@ -142,13 +142,6 @@ pub enum CopyUpdate {
     Replaced { before: Option<Vec<u8>> },
 }
 
-#[cfg(test)]
-impl CopyUpdate {
-    pub fn replaced(&self) -> bool {
-        matches!(self, Self::Replaced { .. })
-    }
-}
-
 /// Makes `PREFIX.crt` and `PREFIX.key` hold `cert` and `key` (PEM).
 pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
     let mut o = open(prefix)

@@ -10,6 +10,23 @@ use std::os::unix::fs::MetadataExt as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
+/// What only tests ask of the writer.
+impl Writer {
+    pub fn publish(&self, bundle: &Bundle) -> Result<Outcome, WriterError> {
+        self.publish_then(bundle, || {})
+    }
+
+    pub fn history(&self) -> Result<BTreeMap<u64, String>, WriterError> {
+        super::history::history_names(&self.root(false)?)
+    }
+}
+
+impl CopyUpdate {
+    pub fn replaced(&self) -> bool {
+        matches!(self, Self::Replaced { .. })
+    }
+}
+
 /// A real certificate, the same for the same tag: the writer gives
 /// anything but certificate PEM the key mode.
 fn cert(tag: &str) -> Vec<u8> {
