@@ -12,14 +12,6 @@ use crate::metrics::Metrics;
 use crate::source::Update;
 use crate::writer::DATA;
 
-/// Sleeps until `deadline`, or forever without one.
-async fn until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The directories a sync task watches for drift, re-armed after every
 /// change: a deleted or replaced target (or a new live revision behind
 /// `..data`) is a new inode, which the kernel's old watch does not follow.
@@ -110,7 +102,8 @@ pub(super) async fn sync_loop(
                 repair_at = Some(tokio::time::Instant::now() + debounce);
                 continue;
             }
-            () = until(repair_at) => {
+            () = tokio::time::sleep_until(repair_at.unwrap_or_else(tokio::time::Instant::now)),
+                if repair_at.is_some() => {
                 repair_at = None;
                 Box::pin(syncer.repair()).await;
             }
