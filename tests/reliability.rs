@@ -52,7 +52,7 @@ fn readers_resolving_data_once_never_see_a_mixed_pair() {
     let dir = scratch();
     let target = dir.path().join("t");
     let w = Writer::open(&target, WriterOptions::default()).unwrap();
-    w.publish(&generation(0)).unwrap();
+    w.publish_then(&generation(0), || {}).unwrap();
     let flips = soak(10_000);
     let stop = Arc::new(AtomicBool::new(false));
     let (reads, mixed, retried) = (
@@ -93,7 +93,7 @@ fn readers_resolving_data_once_never_see_a_mixed_pair() {
         })
         .collect();
     for i in 1..=flips {
-        w.publish(&generation(i)).unwrap();
+        w.publish_then(&generation(i), || {}).unwrap();
     }
     stop.store(true, Ordering::Relaxed);
     for r in readers {
@@ -913,7 +913,7 @@ proptest::proptest! {
         if let Ok(w) = Writer::open(&target, opts) {
             for g in publishes {
                 let offered = generation(g);
-                if w.publish(&offered).is_ok() {
+                if w.publish_then(&offered, || {}).is_ok() {
                     let (_, cert, key) = support::read_live(&target).expect("a live pair");
                     proptest::prop_assert_eq!(&cert, offered.get(CERT_FILE).unwrap());
                     proptest::prop_assert_eq!(&key, offered.get(KEY_FILE).unwrap());
