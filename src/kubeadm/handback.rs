@@ -103,7 +103,7 @@ fn kubeconfig(
     let (new, reissued) = renewed(dir, &at, &der, CA, deadline)?.unzip();
     let b64 = base64::engine::general_purpose::STANDARD;
     let text = match new {
-        Some(pem) => text.replacen(data, &b64.encode(pem), 1),
+        Some(pem) => with_client_certificate(&at, &text, data, &b64.encode(pem))?,
         None => text,
     };
     let both = ca_data_with(&at, &text, renewal)?;
@@ -177,6 +177,24 @@ pub(super) fn client_certificate_data<'a>(
         [(i, _)] if !data.is_empty() => Ok(&text[i..i + data.len()]),
         _ => Err(bad(FileProblem::NotOnce("client-certificate-data"))),
     }
+}
+
+/// `text` with `data`, its one client certificate ([`client_certificate_data`]), replaced
+/// where it stands by `new`, every other byte kept; parsed again, as writer's CA data edit
+/// is, that value must be `new`: else the text replaced was not the value (a comment, a
+/// value quoted with an escape), and kubeadm's expiring certificate would stay in place.
+pub(super) fn with_client_certificate(
+    at: &Path,
+    text: &str,
+    data: &str,
+    new: &str,
+) -> Result<String, KubeadmError> {
+    let edited = text.replacen(data, new, 1);
+    if client_certificate_data(at, &edited)? != new {
+        let problem = FileProblem::NotOnce("client-certificate-data");
+        return Err(KubeadmError::file(at, problem));
+    }
+    Ok(edited)
 }
 
 /// `text` with `renewal` (one CA certificate) appended to its one cluster's CA data;

@@ -354,3 +354,29 @@ fn a_kubeconfig_whose_client_certificate_is_not_kubeadms_one_value_is_refused() 
         "{f}"
     );
 }
+
+/// Attack: the one client certificate written double-quoted with an escape
+/// (`\x4C` for its first `L`), its plain text once in a comment. The text
+/// found once is the comment's: replacing it alone would leave kubeadm's
+/// expiring certificate in place while revert says it issued it again. The
+/// edit is parsed again and refused.
+#[test]
+fn attack_a_reissue_that_would_replace_a_comment_not_the_value_is_refused() {
+    use super::super::handback::{client_certificate_data, with_client_certificate};
+    let at = Path::new("backup/admin.conf");
+    let text = kubeconfig_ending(time::Duration::days(365));
+    let data = client_certificate_data(at, &text).expect("kubeadm's shape");
+    assert!(data.starts_with('L'), "PEM in base64: {data}");
+    let escaped = text.replace(data, &format!("\"\\x4C{}\"", &data[1..]));
+    let planted = format!("{escaped}# {data}\n");
+    let found = client_certificate_data(at, &planted).expect("the comment's text");
+    let e = with_client_certificate(at, &planted, found, "bmV3").expect_err("refused");
+    assert!(
+        matches!(&e, KubeadmError::File { problem, .. }
+            if matches!(**problem, FileProblem::NotOnce("client-certificate-data"))),
+        "{e}"
+    );
+    // kubeadm's own shape: the value itself, every other byte kept.
+    let edited = with_client_certificate(at, &text, data, "bmV3").expect("replaced");
+    assert_eq!(edited, text.replacen(data, "bmV3", 1));
+}
