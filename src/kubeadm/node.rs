@@ -201,12 +201,8 @@ pub fn kubeconfig(path: &Path, text: &str) -> Result<kube::config::Kubeconfig, K
     crate::source::client::parse_kubeconfig(text).map_err(|e| KubeadmError::file(path, e))
 }
 
-pub fn server(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
-    server_of(&host(dir, node_path), &read(dir, node_path)?)
-}
-
 /// The one server of the kubeconfig `text` (read from `path`).
-pub fn server_of(path: &Path, text: &str) -> Result<String, KubeadmError> {
+pub fn server(path: &Path, text: &str) -> Result<String, KubeadmError> {
     let config = kubeconfig(path, text)?;
     let clusters = &config.clusters;
     match clusters.as_slice() {

@@ -218,14 +218,14 @@ pub(super) fn certsyncs_files(
         let server = match recorded.and_then(|s| s.kubeconfigs.get(&live)) {
             Some(backup) => {
                 let (at, text) = read_backup_text(dir, backup, &live)?;
-                node::server_of(&at, &text)?
+                node::server(&at, &text)?
             }
             // Never the live file on an adopted node, even one whose record predates it.
             None if adopted => {
                 let missing = vec![live];
                 return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
             }
-            None => node::server(dir, &live)?,
+            None => node::server(&host(dir, &live), &node::read(dir, &live)?)?,
         };
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
         let what = format!("{user}'s kubeconfig (client certificate by file)");
