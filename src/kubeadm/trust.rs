@@ -25,6 +25,7 @@ use super::node::{self, Cert};
 use super::paths::{FileWrite, host};
 use super::record::STATE;
 use super::warning::{Warning, WarningKind};
+use crate::pem::encode;
 use crate::validate::{rfc3339, unix_seconds};
 
 /// Renewed when less than this share of its span is left.
@@ -72,10 +73,6 @@ pub struct Trust {
 
 /// Each bundle (node path) with the certificates (PEM) adopt put in it.
 pub type Record = BTreeMap<String, Vec<String>>;
-
-fn pem(der: &[u8]) -> String {
-    crate::pem::encode("CERTIFICATE", der)
-}
 
 /// A CA's span without the backdate `renew_ca` gives it: right after a renewal all of it
 /// is left, so the next adopt does not renew it again.
@@ -148,7 +145,7 @@ pub fn plan(
                     rfc3339(ends),
                     rfc3339(to)
                 ),
-                bytes: pem(&current).into_bytes(),
+                bytes: encode("CERTIFICATE", &current).into_bytes(),
             });
         }
         trust.cas.push(CaEnd {
@@ -174,7 +171,7 @@ pub fn plan(
         }
         certs.retain(|c| *c != current);
         certs.push(current);
-        let pems: Vec<String> = certs.iter().map(|c| pem(c)).collect();
+        let pems: Vec<String> = certs.iter().map(|c| encode("CERTIFICATE", c)).collect();
         let text = pems.concat();
         cluster.insert(map_key, text.clone());
         let Some(bundle) = bundle else { continue };
