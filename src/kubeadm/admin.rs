@@ -149,7 +149,7 @@ pub async fn client(dir: &Path, at: Option<http::Uri>) -> Result<kube::Client, K
             let cert_pem = node::base64_field(admin, "client-certificate-data", &cert)?;
             let key_pem = node::base64_field(admin, "client-key-data", key.expose_secret())?;
             node::sound_pair(dir, &cert_pem, &key_pem, CA)
-                .map_err(|e| KubeadmError::file(admin, FileProblem::ClientCert(Box::new(e))))?;
+                .map_err(|e| KubeadmError::file(admin, e.of("its client certificate")))?;
             (
                 cluster.server.clone(),
                 cluster.certificate_authority_data.clone(),

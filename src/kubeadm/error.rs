@@ -170,8 +170,6 @@ pub enum FileProblem {
         name: String,
         field: String,
     },
-    #[error("its client certificate: {0}")]
-    ClientCert(#[source] Box<FileProblem>),
     #[error("{0}")]
     Unreadable(Box<KubeadmError>),
     #[error("{what}: {source}")]

@@ -191,7 +191,9 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
     let why = cluster_configuration(d).await.expect_err("read");
     assert!(
         matches!(&why, KubeadmError::File { problem, .. }
-            if matches!(&**problem, FileProblem::ClientCert(p) if matches!(**p, FileProblem::NotNodeCas(_)))),
+            if matches!(&**problem, FileProblem::Named { what, source }
+                if what == "its client certificate"
+                    && matches!(**source, FileProblem::NotNodeCas(_)))),
         "{why}"
     );
     assert!(api.requests.lock().expect("lock").is_empty());
