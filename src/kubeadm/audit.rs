@@ -83,10 +83,7 @@ pub(super) fn walk(
     seen: &mut usize,
     visit: &mut dyn FnMut(&str, Met<'_>),
 ) {
-    let failed = |step, e: std::io::Error| FileProblem::Unwalked {
-        step,
-        source: Box::new(e.into()),
-    };
+    let failed = |step, e: std::io::Error| FileProblem::Io(e).of(&format!("could not be {step}"));
     let entries = match dir.entries() {
         Ok(e) => e,
         Err(e) => return visit(at, Err(failed("listed", e))),

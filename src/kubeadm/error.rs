@@ -108,12 +108,6 @@ pub enum FileProblem {
         field: &'static str,
         source: base64::DecodeError,
     },
-    #[error("{field}: {source}")]
-    PemField {
-        field: &'static str,
-        #[source]
-        source: crate::pem::PemError,
-    },
     #[error("not a certificate ({0})")]
     NotCertificate(#[source] crate::x509::X509Error),
     #[error("its cluster has no server")]
@@ -205,12 +199,8 @@ pub enum FileProblem {
     NotAPod,
     #[error("holds a YAML merge key (<<) or a tagged key, which kubeadm never writes")]
     NotPlain,
-    // A walk below a directory (audit, keys), said after the entry's path.
-    #[error("could not be {step}: {source}")]
-    Unwalked {
-        step: &'static str,
-        source: Box<FileProblem>,
-    },
+    // A walk below a directory (audit, keys), said after the entry's path: an entry that
+    // could not be listed, inspected or opened is `Named` "could not be {step}".
     #[error("holds more than {0} entries below it, the rest not inspected")]
     TooMany(usize),
     #[error("is deeper than {0} directories, not inspected")]

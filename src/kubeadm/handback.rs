@@ -99,7 +99,7 @@ fn kubeconfig(
     let field = "client-certificate-data";
     let pem = super::node::base64_field(&at, field, data)?;
     let der = crate::pem::exactly_one(&pem, SectionKind::Certificate)
-        .map_err(|source| KubeadmError::file(&at, FileProblem::PemField { field, source }))?;
+        .map_err(|e| KubeadmError::file(&at, FileProblem::Pem(e).of(field)))?;
     let (new, reissued) = renewed(dir, &at, &der, CA, deadline)?.unzip();
     let b64 = base64::engine::general_purpose::STANDARD;
     let text = match new {
@@ -212,9 +212,9 @@ pub(super) fn ca_data_with(
     };
     let renewal_der = crate::pem::exactly_one(renewal, SectionKind::Certificate)
         .map_err(|e| KubeadmError::file(Path::new(CA), e))?;
-    let held = crate::pem::certificates(&both).map_err(|source| {
+    let held = crate::pem::certificates(&both).map_err(|e| {
         let field = "certificate-authority-data";
-        KubeadmError::file(at, FileProblem::PemField { field, source })
+        KubeadmError::file(at, FileProblem::Pem(e).of(field))
     })?;
     if held.contains(&renewal_der) {
         return Ok(None);

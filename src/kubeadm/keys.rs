@@ -26,11 +26,7 @@ pub fn exposed(dir: &Path) -> Vec<Refusal> {
             Ok(r) => r,
             Err(FileProblem::Missing) => continue,
             Err(e) => {
-                let problem = FileProblem::Unwalked {
-                    step: "opened",
-                    source: Box::new(e),
-                };
-                out.push(unreadable(under, problem));
+                out.push(unreadable(under, e.of("could not be opened")));
                 continue;
             }
         };

@@ -308,11 +308,9 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     ));
     assert!(
         matches!(
-            f,
-            FileProblem::PemField {
-                field: "certificate-authority-data",
-                ..
-            }
+            &f,
+            FileProblem::Named { what, source }
+                if what == "certificate-authority-data" && matches!(**source, FileProblem::Pem(_))
         ),
         "{f}"
     );
