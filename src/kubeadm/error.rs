@@ -288,8 +288,8 @@ pub enum Refusal {
     NoEtcd { path: String },
     #[error("no {path}: not a kubeadm control-plane node")]
     NoManifest { path: String },
-    #[error("{path}: {problem}")]
-    Conflict { path: String, problem: FileProblem },
+    /// A certificate adopt refuses; or a manifest holding a value of someone else's where
+    /// adopt sets one ([`FileProblem::is_conflict`]), named by its path with `of`.
     #[error(transparent)]
     Cert(FileProblem),
     #[error("no {file}: kubeadm makes each pair it renews; adopt keeps them in step")]

@@ -248,13 +248,7 @@ fn component_manifests(dir: &Path) -> Result<Vec<Parsed>, KubeadmError> {
             return Err(KubeadmError::refused(dir, refusal));
         };
         let m = manifest::read(&c, &before).map_err(|problem| match problem {
-            p if p.is_conflict() => {
-                let conflict = Refusal::Conflict {
-                    path: path.clone(),
-                    problem: p,
-                };
-                KubeadmError::refused(dir, conflict)
-            }
+            p if p.is_conflict() => KubeadmError::refused(dir, Refusal::Cert(p.of(&path))),
             p => KubeadmError::file(&host(dir, &path), p),
         })?;
         parsed.push((c, path, before, m));

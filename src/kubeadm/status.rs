@@ -284,7 +284,7 @@ fn manifests(dir: &Path, state: &State, s: &mut Status) {
                  longer uses certsync's certificates. `certsync kubeadm adopt` puts adoption back",
                 missing.join(", ")
             )),
-            // A manifest's values, as a Conflict quotes them: escaped.
+            // A manifest's values, as adopt's refusal of a conflict quotes them: escaped.
             Err(why) => Some(crate::escape(&why).into_owned()),
         };
         if let Some(p) = &problem {

@@ -426,10 +426,10 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
     std::fs::write(&p, text).expect("write");
     let why = refusal(dir.path()).await;
     assert!(
-        matches!(&why, Refusal::Conflict {
-                path,
-                problem: FileProblem::FlagValue { flag: "peer-cert-file", found, .. },
-            } if path == "/etc/kubernetes/manifests/etcd.yaml" && found == "/etc/etcd/peer.crt"),
+        matches!(&why, Refusal::Cert(FileProblem::Named { what, source })
+            if what == "/etc/kubernetes/manifests/etcd.yaml"
+                && matches!(&**source, FileProblem::FlagValue { flag: "peer-cert-file", found, .. }
+                    if found == "/etc/etcd/peer.crt")),
         "{why}"
     );
 }
