@@ -76,13 +76,9 @@ pub enum Seen {
         path: String,
         problem: Problem,
     },
+    /// admin.conf unusable, or `https://ADDR: ` and why that is no URL.
     #[error("/readyz cannot be asked through admin.conf: {problem}")]
     NoAdmin { problem: Problem },
-    #[error("/readyz cannot be asked through admin.conf: https://{addr}: {source}")]
-    Url {
-        addr: String,
-        source: http::uri::InvalidUri,
-    },
     #[error("{addr} has answered ready since the manifest changed: not restarted on it yet")]
     NotRestarted { addr: String },
 }

@@ -351,9 +351,8 @@ pub async fn api_server_back(
         };
         let url = format!("https://{addr}")
             .parse()
-            .map_err(|source| Seen::Url {
-                addr: addr.clone(),
-                source,
+            .map_err(|e| Seen::NoAdmin {
+                problem: format!("https://{addr}: {e}").into(),
             })?;
         // Made once: one admin.conf that cannot be used ends the wait.
         let client = super::admin::client(dir, Some(url))
