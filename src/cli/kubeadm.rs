@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::values::{SETTABLE, TextOrJson, ValueError, duration};
+use super::values::{SETTABLE, ValueError, duration};
 
 #[derive(Debug, Subcommand)]
 pub enum KubeadmCommand {
@@ -82,12 +83,17 @@ pub enum StatusOutput {
     Prometheus,
 }
 
-#[derive(Debug, Args)]
+/// `kubeadm adopt`'s flags: what adopt is asked to do (`kubeadm::Options`).
+#[derive(Debug, Clone, Args)]
 pub struct AdoptArgs {
     /// The node's kubeadm directory (its /etc/kubernetes) as seen from here;
     /// paths written into files stay the node's own /etc/kubernetes/... .
-    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
-    pub kubeadm_dir: PathBuf,
+    #[arg(
+        long = "kubeadm-dir",
+        value_name = "DIR",
+        default_value = "/etc/kubernetes"
+    )]
+    pub dir: PathBuf,
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -112,8 +118,9 @@ pub struct AdoptArgs {
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
     /// Output format of the plan.
-    #[arg(short, long, value_enum, default_value = "text")]
-    pub output: TextOrJson,
+    #[arg(short = 'o', long = "output", value_name = "OUTPUT", default_value = "text", action = clap::ArgAction::Set,
+          value_parser = PossibleValuesParser::new(["text", "json"]).map(|v| v == "json"))]
+    pub json: bool,
     /// The address of certsync's admin port (/livez, /readyz, /metrics) in
     /// its static pod, written into its arguments and probes. The pod runs
     /// in the node's network: 0.0.0.0:9814 (or the node's address) lets
@@ -141,8 +148,11 @@ pub struct AdoptArgs {
     /// a successful adopt keeps (they hold private keys). Older ones go,
     /// except the first and any other that holds kubeadm's own copy of a
     /// file revert hands back: those stay whatever N is.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), default_value = "3")]
-    pub keep_backups: u16,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..).map(usize::from), default_value = "3")]
+    pub keep_backups: usize,
+    /// The time adopt judges the CAs by: now, but for tests.
+    #[arg(skip = std::time::SystemTime::now())]
+    pub now: std::time::SystemTime,
 }
 
 /// One `kubeadm adopt --set OPTION=VALUE`, refused unless it is one of
@@ -164,11 +174,16 @@ pub fn check_set(spec: &str) -> Result<(String, String), ValueError> {
     Ok((k.to_owned(), v.to_owned()))
 }
 
-#[derive(Debug, Args)]
+/// `kubeadm revert`'s flags: what revert is asked to do (`kubeadm::RevertOptions`).
+#[derive(Debug, Clone, Args)]
 pub struct RevertArgs {
     /// The node's kubeadm directory (its /etc/kubernetes) as seen from here.
-    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes")]
-    pub kubeadm_dir: PathBuf,
+    #[arg(
+        long = "kubeadm-dir",
+        value_name = "DIR",
+        default_value = "/etc/kubernetes"
+    )]
+    pub dir: PathBuf,
     /// Remove certsync's configuration, kubeconfigs, targets and CA bundles instead of
     /// moving them into the backup (the backups stay).
     #[arg(long)]

@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 /// it is for (that is kubeadm's template or the component's identity).
 pub const SETTABLE: [&str; 4] = ["lifetime", "renew", "key-alg", "keep-key"];
 
-/// `--log-format`, and `kubeadm adopt`'s plan.
+/// `--log-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TextOrJson {
     Text,

@@ -1,9 +1,8 @@
-//! `certsync kubeadm adopt|revert|status`: each command's flags made into
-//! what the library is asked to do, and what it printed.
+//! `certsync kubeadm adopt|revert|status`: each command's flags handed to
+//! the library (they are what it is asked to do), and what it printed.
 
 use super::error::{Finished, print};
-use crate::cli::{AdoptArgs, RevertArgs, StatusArgs, StatusOutput, TextOrJson};
-use crate::kubeadm::{Options, RevertOptions};
+use crate::cli::{AdoptArgs, RevertArgs, StatusArgs, StatusOutput};
 
 /// `certsync kubeadm adopt`: the plan, and what was done.
 #[tokio::main(flavor = "current_thread")]
@@ -11,32 +10,14 @@ pub async fn adopt(a: &AdoptArgs) -> Finished {
     // Told as it happens: the plan before anything is written, then each
     // step and what each wait sees.
     let mut out = crate::kubeadm::Out::to(std::io::stdout());
-    let options = Options {
-        dir: a.kubeadm_dir.clone(),
-        dry_run: a.dry_run,
-        set: a.set.clone(),
-        image: a.image.clone(),
-        admin_addr: a.admin_addr,
-        json: a.output == TextOrJson::Json,
-        ready_timeout: a.ready_timeout,
-        api_server_timeout: a.api_server_timeout,
-        keep_backups: usize::from(a.keep_backups),
-        now: std::time::SystemTime::now(),
-    };
-    Box::pin(crate::kubeadm::adopt(&options, &mut out)).await?;
+    Box::pin(crate::kubeadm::adopt(a, &mut out)).await?;
     Ok(0)
 }
 
 /// `certsync kubeadm revert`: what was (or would be) handed back.
 #[tokio::main(flavor = "current_thread")]
 pub async fn revert(a: &RevertArgs) -> Finished {
-    let text = crate::kubeadm::revert(&RevertOptions {
-        dir: a.kubeadm_dir.clone(),
-        dry_run: a.dry_run,
-        purge: a.purge,
-        api_server_timeout: a.api_server_timeout,
-    })
-    .await?;
+    let text = crate::kubeadm::revert(a).await?;
     print(&text)?;
     Ok(0)
 }
