@@ -380,7 +380,7 @@ pub fn conflict(c: &Component, m: &Manifest) -> Result<(), FileProblem> {
             Some(found) => {
                 return Err(FileProblem::FlagValue {
                     flag,
-                    found,
+                    found: crate::escape(&found).into_owned(),
                     kubeadm: kubeadm.clone(),
                     ours: ours.clone(),
                 });

@@ -352,7 +352,7 @@ pub async fn api_server_back(
         let url = format!("https://{addr}")
             .parse()
             .map_err(|e| Seen::NoAdmin {
-                problem: format!("https://{addr}: {e}").into(),
+                problem: format!("https://{}: {e}", crate::escape(&addr)).into(),
             })?;
         // Made once: one admin.conf that cannot be used ends the wait.
         let client = super::admin::client(dir, Some(url))

@@ -72,19 +72,23 @@ fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
     }
 }
 
+/// The API server's manifest fixture with `from` replaced by `to`, as adopt judges it.
+fn api_server_conflict(from: &str, to: &str) -> Result<(), FileProblem> {
+    let comps = manifest::components();
+    let api = comps.iter().find(|c| c.name == "kube-apiserver");
+    let text = fixture("manifests/kube-apiserver.yaml").replace(from, to);
+    let m = Manifest::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    manifest::conflict(api.expect("api"), &m)
+}
+
 #[test]
 fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
     let comps = manifest::components();
-    let api = comps
-        .iter()
-        .find(|c| c.name == "kube-apiserver")
-        .expect("api");
-    let text = fixture("manifests/kube-apiserver.yaml").replace(
+    let why = api_server_conflict(
         "--tls-cert-file=/etc/kubernetes/pki/apiserver.crt",
         "--tls-cert-file=/srv/certs/apiserver.crt",
-    );
-    let m = Manifest::parse(&text).expect("parse");
-    let why = manifest::conflict(api, &m).expect_err("refused");
+    )
+    .expect_err("refused");
     assert!(
         matches!(&why, FileProblem::FlagValue { flag: "tls-cert-file", found, kubeadm, ours }
             if found == "/srv/certs/apiserver.crt"
@@ -92,12 +96,11 @@ fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
                 && ours == "/etc/kubernetes/pki/certsync/apiserver/tls.crt"),
         "{why}"
     );
-    let text = fixture("manifests/kube-apiserver.yaml").replace(
+    let why = api_server_conflict(
         "    - --tls-private-key-file=/etc/kubernetes/pki/apiserver.key\n",
         "",
-    );
-    let m = Manifest::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
-    let why = manifest::conflict(api, &m).expect_err("refused");
+    )
+    .expect_err("refused");
     assert!(
         matches!(
             why,
@@ -122,4 +125,22 @@ fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
             if name == "certsync-client" && path == "/srv" && kind == "Directory"),
         "{why}"
     );
+}
+
+/// A manifest's flag value is printed in adopt's refusal, on an operator's terminal: a
+/// control sequence in it is escaped, never written as is (it could rewrite the lines
+/// before it).
+#[test]
+fn attack_a_flag_value_with_a_terminal_escape_is_quoted_escaped() {
+    let why = api_server_conflict(
+        "- --tls-cert-file=/etc/kubernetes/pki/apiserver.crt",
+        "- \"--tls-cert-file=/srv/\\e[2Kok.crt\"",
+    )
+    .expect_err("refused");
+    assert!(
+        matches!(&why, FileProblem::FlagValue { flag: "tls-cert-file", found, .. }
+            if found == "/srv/\\u{1b}[2Kok.crt"),
+        "{why:?}"
+    );
+    assert!(!why.to_string().contains('\u{1b}'), "{why:?}");
 }
