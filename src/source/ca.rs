@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::csr::renewing::Renewing;
+use super::csr::renewing::{Kept, Renewing};
 use super::csr::{CsrError, Window, check, renewal};
 use super::error::Update;
 pub use super::error::ca::CaError;
@@ -306,12 +306,15 @@ impl CaSource {
                 Ok(issued) => {
                     let not_after = validate::rfc3339(issued.window.not_after);
                     match state.issued(issued.window) {
-                        Ok(()) => {
+                        Kept::New => {
                             tracing::info!(mapping = %self.mapping, %not_after, signer = %self.spec.issue.signer, "certificate issued");
                             live = Some(issued.bundle.clone());
                             super::error::publish(&tx, Ok(issued.bundle));
                         }
-                        Err((live_not_after, retry_at)) => {
+                        Kept::Live {
+                            live_not_after,
+                            retry_at,
+                        } => {
                             tracing::warn!(mapping = %self.mapping, %not_after, %live_not_after, %retry_at, "the issued certificate expires before the live one; keeping the live pair, issuing again when one would outlast it");
                         }
                     }

@@ -31,6 +31,18 @@ pub struct Renewing<'a> {
     last_error: Option<String>,
 }
 
+/// Which pair stays once a certificate is issued.
+pub enum Kept {
+    /// The new one, replacing the live one.
+    New,
+    /// The live one, still valid and outlasting the new one; the next is
+    /// asked for at `retry_at`, once one would outlast it (both RFC 3339).
+    Live {
+        live_not_after: String,
+        retry_at: String,
+    },
+}
+
 impl<'a> Renewing<'a> {
     pub fn new(
         mapping: &'a str,
@@ -96,11 +108,8 @@ impl<'a> Renewing<'a> {
         Some(next.at)
     }
 
-    /// A certificate issued with `window`: `Ok` when it replaces the live
-    /// one, `Err((live notAfter, retry))` when the live one, still valid,
-    /// outlasts it (and stays; the next is asked for at the deadline,
-    /// `retry`), both as RFC 3339.
-    pub fn issued(&mut self, window: Window) -> Result<(), (String, String)> {
+    /// A certificate issued with `window`, and whether it replaces the live one.
+    pub fn issued(&mut self, window: Window) -> Kept {
         self.failures = 0;
         self.deadline = None;
         self.last_error = None;
@@ -114,8 +123,10 @@ impl<'a> Renewing<'a> {
                     window.not_after,
                     live.not_after,
                 ));
-                let retry = validate::rfc3339(validate::unix_seconds(retry));
-                Err((validate::rfc3339(live.not_after), retry))
+                Kept::Live {
+                    live_not_after: validate::rfc3339(live.not_after),
+                    retry_at: validate::rfc3339(validate::unix_seconds(retry)),
+                }
             }
             prev => {
                 if let Some(prev) = prev {
@@ -123,7 +134,7 @@ impl<'a> Renewing<'a> {
                     self.metrics.csr_rotated(self.mapping, lived.max(0) as f64);
                 }
                 self.current = Some(window);
-                Ok(())
+                Kept::New
             }
         }
     }

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 use kube::Client;
 use tokio::sync::watch;
 
-use super::renewing::{RETRY_CAP, Renewing};
+use super::renewing::{Kept, RETRY_CAP, Renewing};
 use super::spec::CsrSource;
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::source::error::Update;
@@ -94,8 +94,11 @@ impl CsrSource {
                     let not_after = validate::rfc3339(issued.window.not_after);
                     tracing::info!(mapping = %self.mapping, csr = %issued.csr, %not_after, "certificate issued");
                     match state.issued(issued.window) {
-                        Ok(()) => crate::source::error::publish(&tx, Ok(issued.bundle)),
-                        Err((live_not_after, retry_at)) => {
+                        Kept::New => crate::source::error::publish(&tx, Ok(issued.bundle)),
+                        Kept::Live {
+                            live_not_after,
+                            retry_at,
+                        } => {
                             tracing::warn!(mapping = %self.mapping, csr = %issued.csr, %not_after, %live_not_after, %retry_at, "the issued certificate expires before the live one; keeping the live pair, asking again when one would outlast it");
                         }
                     }
