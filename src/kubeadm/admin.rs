@@ -6,7 +6,7 @@
 //! backed admin.conf up, the server and CA are the backup's; the live file
 //! gives only its client pair, and only one the node's CA issued.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kube::config::{AuthInfo, Cluster, Kubeconfig};
 use secrecy::ExposeSecret as _;
@@ -15,6 +15,7 @@ use super::error::{FileProblem, KubeadmError};
 use super::node;
 use super::paths::host;
 use super::record::State;
+use super::seen::Problem;
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 pub(super) const CA: &str = "/etc/kubernetes/pki/ca.crt";
@@ -122,63 +123,84 @@ fn only_kubeadms(
     }
 }
 
-/// certsync's own client (kube's default logs each 500 of a restarting API server as an
-/// ERROR line) through admin.conf of the node at `dir` and its backup, reaching `at`
-/// in place of its server when given.
-pub async fn client(dir: &Path, at: Option<http::Uri>) -> Result<kube::Client, KubeadmError> {
-    let admin = &host(dir, ADMIN);
-    let live = node::kubeconfig(admin, &node::read(dir, ADMIN)?)?;
-    let (live_cluster, user) = kubeadm_shape(&live).map_err(|e| KubeadmError::file(admin, e))?;
-    let (cert, key) = match (&user.client_certificate_data, &user.client_key_data) {
-        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
-        _ => {
+/// admin.conf as one command read it: its checked server, CA data and client pair, ready to
+/// make clients of; neither admin.conf nor adopt's record is read again for one.
+#[derive(Clone)]
+pub struct Access {
+    admin: PathBuf,
+    config: kube::Config,
+}
+
+/// [`Access`] as read, or why admin.conf cannot be used (said wherever a client is asked for).
+pub type Admin = Result<Access, KubeadmError>;
+
+impl Access {
+    /// admin.conf of the node at `dir` and, once adopt's record `state` (as the caller read
+    /// it) names its backup, that backup.
+    pub async fn read(dir: &Path, state: Option<&State>) -> Result<Access, KubeadmError> {
+        let admin = &host(dir, ADMIN);
+        let live = node::kubeconfig(admin, &node::read(dir, ADMIN)?)?;
+        let (live_cluster, user) =
+            kubeadm_shape(&live).map_err(|e| KubeadmError::file(admin, e))?;
+        let (Some(cert), Some(key)) = (&user.client_certificate_data, &user.client_key_data) else {
             return Err(KubeadmError::file(admin, FileProblem::NoEmbeddedPair));
+        };
+        let kept;
+        let cluster = match state.and_then(|s| s.kubeconfigs.get(ADMIN)) {
+            None => live_cluster,
+            Some(backup) => {
+                let (path, text) = super::record::read_backup_text(dir, backup, ADMIN)?;
+                kept = node::kubeconfig(&path, &text)?;
+                let (cluster, _) =
+                    kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
+                // The pair the container could have replaced: the node's CA's.
+                let cert_pem = node::base64_field(admin, "client-certificate-data", cert)?;
+                let key_pem = node::base64_field(admin, "client-key-data", key.expose_secret())?;
+                node::sound_pair(dir, &cert_pem, &key_pem, CA)
+                    .map_err(|e| KubeadmError::file(admin, e.of("its client certificate")))?;
+                cluster
+            }
+        };
+        let server = (cluster.server.as_ref())
+            .ok_or_else(|| KubeadmError::file(admin, FileProblem::NoServer))?;
+        let mut cluster_json = serde_json::json!({"server": server});
+        if let Some(ca) = &cluster.certificate_authority_data {
+            cluster_json["certificate-authority-data"] = ca.as_str().into();
         }
-    };
-    let backup = State::read(dir)?.and_then(|(_, s)| s.kubeconfigs.get(ADMIN).cloned());
-    let (server, ca) = match backup {
-        None => (
-            live_cluster.server.clone(),
-            live_cluster.certificate_authority_data.clone(),
-        ),
-        Some(backup) => {
-            let (path, text) = super::record::read_backup_text(dir, &backup, ADMIN)?;
-            let kept = node::kubeconfig(&path, &text)?;
-            let (cluster, _) = kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
-            // The pair the container could have replaced: the node's CA's.
-            let cert_pem = node::base64_field(admin, "client-certificate-data", &cert)?;
-            let key_pem = node::base64_field(admin, "client-key-data", key.expose_secret())?;
-            node::sound_pair(dir, &cert_pem, &key_pem, CA)
-                .map_err(|e| KubeadmError::file(admin, e.of("its client certificate")))?;
-            (
-                cluster.server.clone(),
-                cluster.certificate_authority_data.clone(),
-            )
-        }
-    };
-    let server = server.ok_or_else(|| KubeadmError::file(admin, FileProblem::NoServer))?;
-    let mut cluster = serde_json::json!({"server": server});
-    if let Some(ca) = ca {
-        cluster["certificate-authority-data"] = ca.into();
+        let minimal = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kubernetes", "cluster": cluster_json}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate-data": cert,
+                "client-key-data": key.expose_secret(),
+            }}],
+            "contexts": [{"name": "admin", "context": {"cluster": "kubernetes", "user": "admin"}}],
+            "current-context": "admin",
+        });
+        let kc: Kubeconfig =
+            serde_json::from_value(minimal).map_err(|e| KubeadmError::file(admin, e))?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .map_err(|e| KubeadmError::file(admin, e))?;
+        Ok(Access {
+            admin: admin.clone(),
+            config,
+        })
     }
-    let minimal = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kubernetes", "cluster": cluster}],
-        "users": [{"name": "admin", "user": {
-            "client-certificate-data": cert,
-            "client-key-data": key.expose_secret(),
-        }}],
-        "contexts": [{"name": "admin", "context": {"cluster": "kubernetes", "user": "admin"}}],
-        "current-context": "admin",
-    });
-    let kc: Kubeconfig =
-        serde_json::from_value(minimal).map_err(|e| KubeadmError::file(admin, e))?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .map_err(|e| KubeadmError::file(admin, e))?;
-    config.cluster_url = at.unwrap_or(config.cluster_url);
-    crate::source::client::ClientSettings::default()
-        .client_for(&config)
-        .map_err(|e| KubeadmError::file(admin, e))
+
+    /// certsync's own client (kube's default logs each 500 of a restarting API server as an
+    /// ERROR line), reaching `at` in place of admin.conf's server when given.
+    pub fn client(&self, at: Option<http::Uri>) -> Result<kube::Client, KubeadmError> {
+        let mut config = self.config.clone();
+        config.cluster_url = at.unwrap_or(config.cluster_url);
+        crate::source::client::ClientSettings::default()
+            .client_for(&config)
+            .map_err(|e| KubeadmError::file(&self.admin, e))
+    }
+}
+
+/// [`Access::client`] of `admin`, or why there is none.
+pub fn client(admin: &Admin, at: Option<http::Uri>) -> Result<kube::Client, Problem> {
+    Ok(admin.as_ref().map_err(ToString::to_string)?.client(at)?)
 }

@@ -29,7 +29,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::Value;
 
+use super::admin::Access;
 use super::error::{CLUSTER_CONFIGURATION_KEY, FileProblem, KubeadmError, Refusal};
+use super::record::State;
 use crate::writer::{CaCluster, WriterError};
 
 /// How long adopt waits for each answer (status: a third).
@@ -99,21 +101,15 @@ impl Map {
     }
 }
 
-pub struct Stored {
-    pub config: Value,
-    /// The client it was read through: adopt's write to cluster-info goes
-    /// the same way, whatever admin.conf has become since.
-    pub client: kube::Client,
-}
-
 const KUBEADM_CONFIG: Map = Map {
     namespace: "kube-system",
     name: "kubeadm-config",
 };
 
-/// The ClusterConfiguration, read through admin.conf of the node at `dir`.
-pub async fn kubeadm_config(dir: &Path) -> Result<Stored, KubeadmError> {
-    let client = super::admin::client(dir, None).await?;
+/// The ClusterConfiguration, read through admin.conf as `access` holds it, and the client
+/// it was read through: adopt reads the other ConfigMaps the same way.
+pub async fn kubeadm_config(access: &Access) -> Result<(Value, kube::Client), KubeadmError> {
+    let client = access.client(None)?;
     let object = KUBEADM_CONFIG.existing(&client, TIMEOUT).await?;
     let text = object
         .data
@@ -122,7 +118,7 @@ pub async fn kubeadm_config(dir: &Path) -> Result<Stored, KubeadmError> {
         .ok_or(KubeadmError::NoClusterConfiguration)?;
     let config: Value =
         serde_yaml_ng::from_str(text).map_err(KubeadmError::ClusterConfiguration)?;
-    Ok(Stored { config, client })
+    Ok((config, client))
 }
 
 /// What adopt refuses in a ClusterConfiguration, if anything.
@@ -234,11 +230,13 @@ impl ClusterInfo {
 }
 
 /// [`super::trust::stale_trust`] of cluster-info and `pki/ca.crt` on the
-/// node at `dir`; once adopt has `renewed` the CA, a warning when it
-/// could not be read.
-pub async fn cluster_info_status(dir: &Path, now: i64, renewed: bool) -> Option<(bool, String)> {
+/// node at `dir`, read through admin.conf as adopt's record `state` says;
+/// once adopt has renewed the CA, a warning when it could not be read.
+pub async fn cluster_info_status(dir: &Path, state: &State, now: i64) -> Option<(bool, String)> {
     let (in_place, _) = super::node::ca_file(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
-    let read = async { cluster_info(&super::admin::client(dir, None).await?, TIMEOUT / 3).await };
+    let renewed = (state.trust.get(super::manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
+    let access = Access::read(dir, Some(state));
+    let read = async { cluster_info(&access.await?.client(None)?, TIMEOUT / 3).await };
     match read.await {
         Ok(info) => judge(&info.trusted, &in_place.der, now),
         Err(e) => renewed.then(|| {

@@ -71,7 +71,8 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
         files(dir, plan, out)?;
         // certsync's pod written (when it changes), then waited for.
         write(dir, plan, true, out)?;
-        wait::ready(dir, plan.probe, &plan.generation, opts.ready_timeout, out).await?;
+        let within = (opts.ready_timeout, &plan.admin);
+        wait::ready(dir, plan.probe, &plan.generation, within, out).await?;
         unchanged_since_written(dir, plan)
     };
     if let Err(seen) = started.await {
@@ -90,6 +91,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
     out.push_str(
         &wait::api_server_back(
             dir,
+            &plan.admin,
             manifest.map(|m| (m.path.as_str(), m.after.as_slice())),
             opts.api_server_timeout,
             (
@@ -126,7 +128,7 @@ async fn not_ready(
     when: String,
     undone: impl Future<Output = String>,
 ) -> KubeadmError {
-    let pod = wait::pod_state(&opts.dir, POD_STATE_WITHIN).await;
+    let pod = wait::pod_state(&opts.dir, &plan.admin, POD_STATE_WITHIN).await;
     KubeadmError::NotReady(Box::new(NotReady {
         image: plan.image.clone(),
         generation: plan.generation.clone(),
@@ -301,8 +303,9 @@ async fn write_map(
     left: &str,
     out: &mut Out,
 ) {
-    if let (Some(client), Some(new)) = (&plan.client, new) {
-        let _ = match map.put(client, new).await {
+    if let (Ok(access), Some(new)) = (&plan.admin, new) {
+        let put = async { map.put(&access.client(None)?, new).await };
+        let _ = match put.await {
             Ok(()) => writeln!(out, "{done}"),
             Err(e) => writeln!(out, "warning: {e}; {left}"),
         };

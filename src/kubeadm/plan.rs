@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use serde_yaml_ng::Value;
 
 use super::error::{FileProblem, KubeadmError, Refusal};
 use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
@@ -115,12 +116,13 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let adopted = state.is_some();
     let bootstrap = super::audit::kubelet_bootstrap(dir, adopted, current.as_ref())
         .map_err(|r| KubeadmError::refused(dir, *r))?;
-    let (stored, from) = cluster_configuration(opts).await?;
+    let admin = super::admin::Access::read(dir, state).await;
+    let (stored, from) = cluster_configuration(opts, &admin).await?;
     let parsed = component_manifests(dir)?;
     let none = Default::default();
     let record = state.map_or(&none, |s| &s.trust);
-    let client = stored.as_ref().map(|s| s.client.clone());
-    let published = match &client {
+    let client = stored.as_ref().map(|(_, c)| c);
+    let published = match client {
         Some(c) => api::published(c).await.map_err(Some),
         None => Err(None),
     };
@@ -139,7 +141,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     recorded_gone(dir, state)?;
     linked_targets(dir, certs.iter().map(|c| &c.target))?;
     let pairs_first = kubeadms_pairs(dir, &certs, state)?;
-    let key_alg = key_alg(opts, stored.as_ref())?;
+    let key_alg = key_alg(opts, stored.as_ref().map(|(c, _)| c))?;
     let config = config_text(opts, &certs, key_alg)?;
     super::judge::judge(opts, &config)?;
     let (kubeconfigs_trusted, kubeadms) = kubeconfigs(dir, &trust.ca_bundle, state, pairs_first)?;
@@ -148,12 +150,11 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let image_before = probed
         .and_then(|p| p.image.clone())
         .filter(|old| *old != crate::escape(opts.image()));
-    let (cluster_info, cluster_info_new) =
-        cluster_info_change(client.as_ref(), &trust.ca_bundle).await;
+    let (cluster_info, cluster_info_new) = cluster_info_change(client, &trust.ca_bundle).await;
     Ok(Plan {
         kubeadm_dir: dir.clone(),
         cluster_configuration_from: from,
-        client,
+        admin,
         cluster_info,
         cluster_info_new,
         cluster_cas,
@@ -210,9 +211,13 @@ fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<()
 /// needs no API server); refused when it holds what adopt does not handle.
 async fn cluster_configuration(
     opts: &Options,
-) -> Result<(Option<api::Stored>, String), KubeadmError> {
-    let admin = host(&opts.dir, "/etc/kubernetes/admin.conf");
-    let s = match api::kubeadm_config(&opts.dir).await {
+    admin: &super::admin::Admin,
+) -> Result<(Option<(Value, kube::Client)>, String), KubeadmError> {
+    let read = match admin {
+        Ok(access) => api::kubeadm_config(access).await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let s = match read {
         Ok(s) => s,
         Err(e) => {
             let from = format!(
@@ -222,12 +227,12 @@ async fn cluster_configuration(
             return Ok((None, from));
         }
     };
-    if let Some(r) = api::refusal(&s.config) {
+    if let Some(r) = api::refusal(&s.0) {
         return Err(KubeadmError::refused(&opts.dir, r));
     }
     let from = format!(
         "ConfigMap kube-system/kubeadm-config, read through {}",
-        admin.display()
+        host(&opts.dir, super::admin::ADMIN).display()
     );
     Ok((Some(s), from))
 }
@@ -322,11 +327,9 @@ fn kubeadms_pairs(
 
 /// The ClusterConfiguration's `encryptionAlgorithm`, or without it (after an outage the
 /// node's own API server may be down) what kubeadm's keys say.
-fn key_alg(opts: &Options, stored: Option<&api::Stored>) -> Result<KeyAlg, KubeadmError> {
-    if let Some(s) = stored {
-        let found = s.config["encryptionAlgorithm"]
-            .as_str()
-            .unwrap_or("RSA-2048");
+fn key_alg(opts: &Options, stored: Option<&Value>) -> Result<KeyAlg, KubeadmError> {
+    if let Some(config) = stored {
+        let found = config["encryptionAlgorithm"].as_str().unwrap_or("RSA-2048");
         return node::encryption_algorithm(found).ok_or_else(|| {
             let found = found.to_owned();
             KubeadmError::refused(&opts.dir, Refusal::EncryptionAlgorithm { found })

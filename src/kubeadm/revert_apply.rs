@@ -29,8 +29,10 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
         .api_server()
         .map(|m| (m.node_path.as_str(), m.bytes.as_slice()));
     let did = ("kubeadm's", "reverted (every file is kubeadm's again)");
-    let back =
-        super::wait::api_server_back(&opts.dir, api_server, opts.api_server_timeout, did).await?;
+    // Read now: kubeadm's admin.conf handed back, adopt's record moved away.
+    let admin = super::admin::Access::read(&opts.dir, None).await;
+    let timeout = opts.api_server_timeout;
+    let back = super::wait::api_server_back(&opts.dir, &admin, api_server, timeout, did).await?;
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, now)
         .map(|w| format!("warning: {w}\n"))

@@ -82,8 +82,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     let short = short.map(|w| Warning::new(WarningKind::ShortLifetime, w));
     s.warnings.extend(short.into_iter().chain(warnings));
     s.cas = cas;
-    let renewed = (state.trust.get(manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
-    match super::api::cluster_info_status(dir, now, renewed).await {
+    match super::api::cluster_info_status(dir, &state, now).await {
         Some((true, p)) => s.problem(cert, p),
         Some((false, w)) => s.warnings.push(Warning::new(WarningKind::ClusterInfo, w)),
         None => {}

@@ -848,13 +848,14 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
 async fn a_waits_pod_is_named_after_etcds_name_flag() {
     let dir = node_dir();
     let etcd = dir.path().join("manifests/etcd.yaml");
-    let said = super::wait::pod_state(dir.path(), std::time::Duration::from_secs(2)).await;
+    let admin = super::admin::Access::read(dir.path(), None).await;
+    let said = super::wait::pod_state(dir.path(), &admin, std::time::Duration::from_secs(2)).await;
     assert!(said.contains("kube-system/certsync-cp1"), "{said}");
     let text = std::fs::read_to_string(&etcd).expect("etcd.yaml");
     let planted = text.replace("- --name=cp1", "- \"--name=cp2\"\n    # - --name=forged");
     assert_ne!(planted, text, "the fixture names cp1");
     std::fs::write(&etcd, planted).expect("write");
-    let said = super::wait::pod_state(dir.path(), std::time::Duration::from_secs(2)).await;
+    let said = super::wait::pod_state(dir.path(), &admin, std::time::Duration::from_secs(2)).await;
     assert!(said.contains("kube-system/certsync-cp2"), "{said}");
 }
 

@@ -80,16 +80,14 @@ pub async fn undo(opts: &Options, plan: &Plan, absent: &[&str]) -> String {
     );
     if let Some((g, addr)) = previous {
         let mut kept = super::out::Out::kept();
-        text.push_str(
-            &match wait::ready(dir, addr, &g, opts.ready_timeout, &mut kept).await {
-                Ok(()) => {
-                    format!("; the previous certsync pod (generation {g}) is running and ready")
-                }
-                Err(seen) => {
-                    format!("; the previous certsync pod (generation {g}) is NOT ready: {seen}")
-                }
-            },
-        );
+        let within = (opts.ready_timeout, &plan.admin);
+        let state = match wait::ready(dir, addr, &g, within, &mut kept).await {
+            Ok(()) => "is running and ready".to_owned(),
+            Err(seen) => format!("is NOT ready: {seen}"),
+        };
+        text.push_str(&format!(
+            "; the previous certsync pod (generation {g}) {state}"
+        ));
     }
     if !failed.is_empty() {
         text.push_str(&format!(

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt as _;
 
+use super::admin::Admin;
 use super::error::KubeadmError;
 use super::manifest::{Manifest, manifest_path};
 use super::node;
@@ -126,12 +127,12 @@ fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, Kubeadm
 }
 
 /// adopt's gate, saying every [`PROGRESS_EVERY`] what it saw and the pod's
-/// state (a wait of minutes is never silent).
+/// state, asked through `admin` (a wait of minutes is never silent).
 pub async fn ready(
     dir: &Path,
     addr: SocketAddr,
     generation: &str,
-    timeout: Duration,
+    (timeout, admin): (Duration, &Admin),
     out: &mut super::out::Out,
 ) -> Result<(), Seen> {
     use std::fmt::Write as _;
@@ -147,7 +148,7 @@ pub async fn ready(
             return Ok(());
         };
         if elapsed >= said + PROGRESS_EVERY && elapsed < timeout {
-            let pod = pod_state(dir, PROGRESS_EVERY / 2).await;
+            let pod = pod_state(dir, admin, PROGRESS_EVERY / 2).await;
             let _ = writeln!(
                 out,
                 "  still waiting ({} s): {seen}; {pod}",
@@ -224,10 +225,10 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     }
 }
 
-/// The kubelet's view of certsync's pod within `limit`: its mirror pod
-/// `kube-system/certsync-NODE` (NODE: etcd's `--name`) and its last log
-/// line; else what to check on the node.
-pub async fn pod_state(dir: &Path, limit: Duration) -> String {
+/// The kubelet's view of certsync's pod within `limit`, asked through `admin`:
+/// its mirror pod `kube-system/certsync-NODE` (NODE: etcd's `--name`) and its
+/// last log line; else what to check on the node.
+pub async fn pod_state(dir: &Path, admin: &Admin, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
         `crictl ps -a --name certsync` and `crictl logs` of its container";
     let etcd = node::read(dir, &manifest_path("etcd")).ok();
@@ -236,7 +237,7 @@ pub async fn pod_state(dir: &Path, limit: Duration) -> String {
     };
     let name = format!("certsync-{node_name}");
     let ask = async {
-        let client = super::admin::client(dir, None).await?;
+        let client = super::admin::client(admin, None)?;
         let pods: kube::Api<Pod> = kube::Api::namespaced(client, "kube-system");
         let Some(pod) = pods.get_opt(&name).await? else {
             return Ok(None);
@@ -320,10 +321,12 @@ const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
 /// zero `timeout`: no wait), the API server back on the `files` it names: at
 /// its own address (admin.conf's server may be a load balancer) it serves
 /// what its `--tls-cert-file` holds now (certsync may renew it), and `/readyz`
-/// answers through admin.conf after a gap or once [`RESTART_SEEN_WITHIN`] has
-/// passed (a change keeping the certificate is proven by the gap).
+/// answers through admin.conf (`admin`) after a gap or once
+/// [`RESTART_SEEN_WITHIN`] has passed (a change keeping the certificate is
+/// proven by the gap).
 pub async fn api_server_back(
     dir: &Path,
+    admin: &Admin,
     manifest: Option<(&str, &[u8])>,
     timeout: Duration,
     (files, did): (&str, &'static str),
@@ -355,9 +358,8 @@ pub async fn api_server_back(
                 problem: format!("https://{}: {e}", crate::escape(&addr)).into(),
             })?;
         // Made once: one admin.conf that cannot be used ends the wait.
-        let client = super::admin::client(dir, Some(url))
-            .await
-            .map_err(|e| Seen::NoAdmin { problem: e.into() })?;
+        let client =
+            super::admin::client(admin, Some(url)).map_err(|problem| Seen::NoAdmin { problem })?;
         let mut gap = false;
         poll(timeout, Duration::from_secs(2), async |elapsed| {
             let seen = match served_as_named(dir, &cert, &check).await {

@@ -35,9 +35,11 @@ pub struct Plan {
     /// (bytes and mode): kubeconfigs, then pairs.
     #[serde(skip)]
     pub kubeadms: Vec<(String, Vec<u8>, u32)>,
-    /// The client kubeadm-config was read through; the ConfigMaps are written with it.
+    /// admin.conf as the plan read it (with adopt's record): kubeadm-config was read
+    /// through it, and the ConfigMaps are written and the waits ask through it, whatever
+    /// admin.conf has become since.
     #[serde(skip)]
-    pub client: Option<kube::Client>,
+    pub admin: super::super::admin::Admin,
     /// What adopt does to `kube-public/cluster-info`'s CA data, or why it cannot.
     pub cluster_info: Option<String>,
     #[serde(skip)]

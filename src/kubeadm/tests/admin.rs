@@ -153,10 +153,11 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
 }
 
 /// The ClusterConfiguration read as adopt reads it, through the node's
-/// admin.conf.
-async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Value, KubeadmError> {
-    let stored = crate::kubeadm::api::kubeadm_config(d).await?;
-    Ok(stored.config)
+/// admin.conf (and its backup, once adopt's record names one).
+pub(super) async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Value, KubeadmError> {
+    let state = crate::kubeadm::record::State::read(d)?.map(|(_, s)| s);
+    let access = crate::kubeadm::admin::Access::read(d, state.as_ref()).await?;
+    Ok(crate::kubeadm::api::kubeadm_config(&access).await?.0)
 }
 
 #[tokio::test]
@@ -234,7 +235,13 @@ async fn adopt_changes_no_manifest_before_certsyncs_pod_is_ready() {
         .1 = 0o644;
     // The plan read the ClusterConfiguration through the API server.
     let p = plan(&options(d)).await.expect("plan");
-    assert!(p.client.is_some(), "{}", p.text());
+    let through = "ConfigMap kube-system/kubeadm-config, read through ";
+    assert!(
+        p.cluster_configuration_from.starts_with(through),
+        "{}",
+        p.text()
+    );
+    assert!(p.admin.is_ok(), "{}", p.text());
     // The cluster's CA certificates, not there yet, are to be written:
     // only after the gate.
     assert!(p.cluster_cas_new.is_some(), "{}", p.cluster_cas);
@@ -395,8 +402,10 @@ async fn an_admin_conf_that_cannot_be_used_ends_the_api_server_wait_at_once() {
             "--advertise-address=127.0.0.1",
         )
         .replace("--secure-port=6443", &format!("--secure-port={port}"));
+    let admin = crate::kubeadm::admin::Access::read(dir.path(), None).await;
     let back = crate::kubeadm::wait::api_server_back(
         dir.path(),
+        &admin,
         Some((
             &crate::kubeadm::manifest::manifest_path("kube-apiserver"),
             manifest.as_bytes(),

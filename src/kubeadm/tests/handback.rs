@@ -234,7 +234,7 @@ async fn attack_admin_conf_never_runs_a_command_as_root() {
         marker.display()
     );
     std::fs::write(d.join("admin.conf"), conf).expect("write");
-    let Err(e) = super::super::api::kubeadm_config(d).await else {
+    let Err(e) = super::admin::cluster_configuration(d).await else {
         panic!("read through an exec plugin");
     };
     assert!(e.to_string().contains("credential plugin"), "{e}");
