@@ -125,7 +125,6 @@ fn only_kubeadms(
 
 /// admin.conf as one command read it: its checked server, CA data and client pair, ready to
 /// make clients of; neither admin.conf nor adopt's record is read again for one.
-#[derive(Clone)]
 pub struct Access {
     admin: PathBuf,
     config: kube::Config,

@@ -35,9 +35,8 @@ pub struct Plan {
     /// (bytes and mode): kubeconfigs, then pairs.
     #[serde(skip)]
     pub kubeadms: Vec<(String, Vec<u8>, u32)>,
-    /// admin.conf as the plan read it (with adopt's record): kubeadm-config was read
-    /// through it, and the ConfigMaps are written and the waits ask through it, whatever
-    /// admin.conf has become since.
+    /// admin.conf as the plan read it: the ConfigMaps are written and the waits ask through
+    /// it, whatever admin.conf has become since.
     #[serde(skip)]
     pub admin: super::super::admin::Admin,
     /// What adopt does to `kube-public/cluster-info`'s CA data, or why it cannot.
