@@ -137,12 +137,12 @@ impl Access {
     /// admin.conf of the node at `dir` and, once adopt's record `state` (as the caller read
     /// it) names its backup, that backup.
     pub async fn read(dir: &Path, state: Option<&State>) -> Result<Access, KubeadmError> {
-        let admin = &host(dir, ADMIN);
-        let live = node::kubeconfig(admin, &node::read(dir, ADMIN)?)?;
+        let admin = host(dir, ADMIN);
+        let live = node::kubeconfig(&admin, &node::read(dir, ADMIN)?)?;
         let (live_cluster, user) =
-            kubeadm_shape(&live).map_err(|e| KubeadmError::file(admin, e))?;
+            kubeadm_shape(&live).map_err(|e| KubeadmError::file(&admin, e))?;
         let (Some(cert), Some(key)) = (&user.client_certificate_data, &user.client_key_data) else {
-            return Err(KubeadmError::file(admin, FileProblem::NoEmbeddedPair));
+            return Err(KubeadmError::file(&admin, FileProblem::NoEmbeddedPair));
         };
         let kept;
         let cluster = match state.and_then(|s| s.kubeconfigs.get(ADMIN)) {
@@ -153,23 +153,22 @@ impl Access {
                 let (cluster, _) =
                     kubeadm_shape(&kept).map_err(|e| KubeadmError::file(&path, e))?;
                 // The pair the container could have replaced: the node's CA's.
-                let cert_pem = node::base64_field(admin, "client-certificate-data", cert)?;
-                let key_pem = node::base64_field(admin, "client-key-data", key.expose_secret())?;
+                let cert_pem = node::base64_field(&admin, "client-certificate-data", cert)?;
+                let key_pem = node::base64_field(&admin, "client-key-data", key.expose_secret())?;
                 node::sound_pair(dir, &cert_pem, &key_pem, CA)
-                    .map_err(|e| KubeadmError::file(admin, e.of("its client certificate")))?;
+                    .map_err(|e| KubeadmError::file(&admin, e.of("its client certificate")))?;
                 cluster
             }
         };
         let server = (cluster.server.as_ref())
-            .ok_or_else(|| KubeadmError::file(admin, FileProblem::NoServer))?;
-        let mut cluster_json = serde_json::json!({"server": server});
-        if let Some(ca) = &cluster.certificate_authority_data {
-            cluster_json["certificate-authority-data"] = ca.as_str().into();
-        }
+            .ok_or_else(|| KubeadmError::file(&admin, FileProblem::NoServer))?;
         let minimal = serde_json::json!({
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "kubernetes", "cluster": cluster_json}],
+            "clusters": [{"name": "kubernetes", "cluster": {
+                "server": server,
+                "certificate-authority-data": cluster.certificate_authority_data,
+            }}],
             "users": [{"name": "admin", "user": {
                 "client-certificate-data": cert,
                 "client-key-data": key.expose_secret(),
@@ -178,14 +177,11 @@ impl Access {
             "current-context": "admin",
         });
         let kc: Kubeconfig =
-            serde_json::from_value(minimal).map_err(|e| KubeadmError::file(admin, e))?;
+            serde_json::from_value(minimal).map_err(|e| KubeadmError::file(&admin, e))?;
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
             .await
-            .map_err(|e| KubeadmError::file(admin, e))?;
-        Ok(Access {
-            admin: admin.clone(),
-            config,
-        })
+            .map_err(|e| KubeadmError::file(&admin, e))?;
+        Ok(Access { admin, config })
     }
 
     /// certsync's own client (kube's default logs each 500 of a restarting API server as an
