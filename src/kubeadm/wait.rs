@@ -321,9 +321,8 @@ const RESTART_SEEN_WITHIN: Duration = Duration::from_secs(60);
 /// zero `timeout`: no wait), the API server back on the `files` it names: at
 /// its own address (admin.conf's server may be a load balancer) it serves
 /// what its `--tls-cert-file` holds now (certsync may renew it), and `/readyz`
-/// answers through admin.conf (`admin`) after a gap or once
-/// [`RESTART_SEEN_WITHIN`] has passed (a change keeping the certificate is
-/// proven by the gap).
+/// answers through admin.conf after a gap or once [`RESTART_SEEN_WITHIN`] has
+/// passed (a change keeping the certificate is proven by the gap).
 pub async fn api_server_back(
     dir: &Path,
     admin: &Admin,
