@@ -109,7 +109,7 @@ pub enum FileProblem {
         source: base64::DecodeError,
     },
     #[error("not a certificate ({0})")]
-    NotCertificate(#[source] crate::x509::X509Error),
+    NotCertificate(#[from] crate::x509::X509Error),
     #[error("its cluster has no server")]
     NoServer,
     #[error("{0} clusters; kubeadm writes one: not a kubeconfig adopt recognises")]

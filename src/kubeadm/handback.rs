@@ -126,7 +126,8 @@ fn renewed(
     deadline: i64,
 ) -> Result<Option<(String, Ends)>, KubeadmError> {
     let not_after = |der: &[u8]| {
-        (super::node::parse(der).map(|c| c.validity().1)).map_err(|e| KubeadmError::file(at, e))
+        (crate::x509::Certificate::read(der).map(|c| c.validity().1))
+            .map_err(|e| KubeadmError::file(at, e))
     };
     let kubeadms = not_after(der)?;
     if kubeadms > deadline {

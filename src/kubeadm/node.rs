@@ -70,13 +70,16 @@ pub fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError>
     }
 }
 
-fn first_certificate(dir: &Path, node_path: &str) -> Result<Vec<u8>, FileProblem> {
+/// `f` of the first certificate of the file at `node_path`, each problem named by its path.
+fn first_certificate<T>(
+    dir: &Path,
+    node_path: &str,
+    f: impl FnOnce(&Certificate<'_>) -> Result<T, FileProblem>,
+) -> Result<T, FileProblem> {
     let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
-    crate::pem::first_certificate(text.as_bytes()).map_err(|e| FileProblem::NotPem(e).of(node_path))
-}
-
-pub fn parse(der: &[u8]) -> Result<Certificate<'_>, FileProblem> {
-    Certificate::read(der).map_err(FileProblem::NotCertificate)
+    let der = crate::pem::first_certificate(text.as_bytes())
+        .map_err(|e| FileProblem::NotPem(e).of(node_path))?;
+    f(&Certificate::read(&der).map_err(|e| FileProblem::from(e).of(node_path))?)
 }
 
 /// What a certificate is judged by (a CA is its subject and key, which a
@@ -92,7 +95,7 @@ pub struct Cert {
 
 impl Cert {
     pub fn parse(der: Vec<u8>) -> Result<Self, FileProblem> {
-        let c = parse(&der)?;
+        let c = Certificate::read(&der)?;
         let (not_before, not_after) = c.validity();
         Ok(Self {
             subject: c.subject().to_vec(),
@@ -132,21 +135,15 @@ pub fn encryption_algorithm(name: &str) -> Option<KeyAlg> {
 
 /// The key algorithm of `cert`'s key; `None` for one kubeadm does not make.
 pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
-    let der = first_certificate(dir, cert)?;
-    let c = parse(&der).map_err(|e| e.of(cert))?;
-    Ok(c.key_alg().filter(|a| kubeadm_makes(*a)))
+    first_certificate(dir, cert, |c| Ok(c.key_alg().filter(|a| kubeadm_makes(*a))))
 }
 
 /// Checks that `template` is a certificate `ca` issued: not one planted or brought from
 /// elsewhere, whose identity adopt would copy into every renewal.
 pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), FileProblem> {
-    let (leaf_der, ca_der) = (
-        first_certificate(dir, template)?,
-        first_certificate(dir, ca)?,
-    );
-    let ca_cert = parse(&ca_der).map_err(|e| e.of(ca))?;
-    let leaf = parse(&leaf_der).map_err(|e| e.of(template))?;
-    signed_by(&leaf, template, &ca_cert, ca)
+    first_certificate(dir, template, |leaf| {
+        first_certificate(dir, ca, |ca_cert| signed_by(leaf, template, ca_cert, ca))
+    })
 }
 
 pub fn signed_by(
@@ -180,12 +177,13 @@ pub fn sound_pair(
     ca: &str,
 ) -> Result<i64, FileProblem> {
     let der = crate::pem::first_certificate(cert_pem).map_err(FileProblem::NotPem)?;
-    let ca_der = first_certificate(dir, ca)?;
-    let ca_cert = parse(&ca_der).map_err(|e| e.of(ca))?;
-    let leaf = parse(&der)?;
-    signed_by(&leaf, "it", &ca_cert, ca).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
+    let leaf = first_certificate(dir, ca, |ca_cert| {
+        let leaf = Certificate::read(&der)?;
+        signed_by(&leaf, "it", ca_cert, ca).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
+        Ok(leaf.validity().1)
+    })?;
     match crate::validate::key_matches(cert_pem, key_pem) {
-        Ok(true) => Ok(leaf.validity().1),
+        Ok(true) => Ok(leaf),
         Ok(false) => Err(FileProblem::KeyMismatch),
         Err(e) => Err(FileProblem::Key(Box::new(e))),
     }

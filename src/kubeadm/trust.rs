@@ -27,6 +27,7 @@ use super::record::STATE;
 use super::warning::{Warning, WarningKind};
 use crate::pem::encode;
 use crate::validate::{rfc3339, unix_seconds};
+use crate::x509::Certificate;
 
 /// Renewed when less than this share of its span is left.
 pub const RENEW_LEFT: (i64, i64) = (9, 10);
@@ -213,7 +214,7 @@ fn cluster_certs(
         "ConfigMap kube-system/certsync-kubeadm-cas, key {map_key}"
     ));
     let refuse = |why| KubeadmError::file(&at, FileProblem::NotTheCas(why));
-    let in_place = node::parse(&ca.der).map_err(|e| KubeadmError::file(&at, e))?;
+    let in_place = Certificate::read(&ca.der).map_err(|e| KubeadmError::file(&at, e))?;
     fn fields<'a>(t: &'a TbsCertificate<'a>) -> impl PartialEq + 'a {
         let uids = (&t.issuer_uid, &t.subject_uid);
         let names = (&t.signature, &t.issuer, &t.subject, &t.subject_pki);
@@ -225,7 +226,7 @@ fn cluster_certs(
     }
     all.into_iter()
         .map(|c| {
-            let x = node::parse(&c).map_err(|e| KubeadmError::file(&at, e))?;
+            let x = Certificate::read(&c).map_err(|e| KubeadmError::file(&at, e))?;
             if x.subject() != ca.subject {
                 return Err(refuse("another subject"));
             }
@@ -493,7 +494,7 @@ pub(super) fn stale_trust(
     }
     let ends = trusted
         .iter()
-        .filter_map(|c| node::parse(c).ok())
+        .filter_map(|c| Certificate::read(c).ok())
         .map(|c| c.validity().1)
         .max()
         .unwrap_or(0);
