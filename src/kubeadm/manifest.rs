@@ -200,10 +200,7 @@ pub struct Manifest {
 impl Manifest {
     /// A manifest file's bytes, as UTF-8 text: the one reader of a manifest.
     pub fn read(bytes: &[u8]) -> Result<Self, FileProblem> {
-        Self::parse(std::str::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?)
-    }
-
-    pub fn parse(text: &str) -> Result<Self, FileProblem> {
+        let text = std::str::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?;
         let pod: Value = serde_yaml_ng::from_str(text).map_err(FileProblem::NotYaml)?;
         // Volumes and mounts are lists or none (null): anything else would be written back
         // as an empty list, dropping what it named.
@@ -230,7 +227,7 @@ impl Manifest {
     fn command(&mut self) -> &mut Vec<Value> {
         self.pod["spec"]["containers"][0]["command"]
             .as_sequence_mut()
-            .expect("command checked in parse")
+            .expect("command checked in read")
     }
 
     pub fn flag(&self, flag: &str) -> Option<String> {
@@ -356,7 +353,7 @@ fn plain(v: &Value) -> bool {
     }
 }
 
-/// `v` as a list (made one when it is none: [`Manifest::parse`] refuses any other value).
+/// `v` as a list (made one when it is none: [`Manifest::read`] refuses any other value).
 fn list(v: &mut Value) -> &mut Vec<Value> {
     if !v.is_sequence() {
         *v = Value::Sequence(vec![]);

@@ -232,7 +232,7 @@ pub async fn pod_state(dir: &Path, admin: &Admin, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
         `crictl ps -a --name certsync` and `crictl logs` of its container";
     let etcd = node::read(dir, &manifest_path("etcd")).ok();
-    let Some(node_name) = etcd.and_then(|t| Manifest::parse(&t).ok()?.flag("name")) else {
+    let Some(node_name) = etcd.and_then(|t| Manifest::read(t.as_bytes()).ok()?.flag("name")) else {
         return format!("the node's name is unknown (no --name in etcd.yaml); check {ON_NODE}");
     };
     let name = format!("certsync-{node_name}");

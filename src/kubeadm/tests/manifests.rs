@@ -8,7 +8,7 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
     for c in manifest::components() {
         let original = fixture(&format!("manifests/{}.yaml", c.name));
         let kubeadms = fixture(&format!("adopted/{}.yaml", c.name));
-        let mut m = Manifest::parse(&original).expect("parse");
+        let mut m = Manifest::read(original.as_bytes()).expect("parse");
         manifest::conflict(&c, &m).unwrap_or_else(|e| panic!("{}: {e}", c.name));
         let (flags, _) = manifest::adopt(&c, &mut m);
         assert_eq!(flags.len(), c.flags.len(), "{}", c.name);
@@ -19,7 +19,7 @@ fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
             c.name
         );
         // Adopting what kubeadm regenerated changes nothing.
-        let mut again = Manifest::parse(&kubeadms).expect("parse");
+        let mut again = Manifest::read(kubeadms.as_bytes()).expect("parse");
         manifest::conflict(&c, &again).unwrap_or_else(|e| panic!("{}: {e}", c.name));
         let (flags, volumes) = manifest::adopt(&c, &mut again);
         assert!(flags.is_empty() && volumes.is_empty(), "{}", c.name);
@@ -43,12 +43,12 @@ fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
     for bad in ["{mountPath: /x, name: kubeconfig}", "kubeconfig", "7"] {
         let text = original.replace(mounts, &format!("    volumeMounts: {bad}\n"));
         assert!(
-            matches!(Manifest::parse(&text), Err(FileProblem::NotAPod)),
+            matches!(Manifest::read(text.as_bytes()), Err(FileProblem::NotAPod)),
             "volumeMounts: {bad}"
         );
         let text = format!("{}  volumes: {bad}\n", &original[..volumes]);
         assert!(
-            matches!(Manifest::parse(&text), Err(FileProblem::NotAPod)),
+            matches!(Manifest::read(text.as_bytes()), Err(FileProblem::NotAPod)),
             "volumes: {bad}"
         );
     }
@@ -62,13 +62,13 @@ fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
     let tagged = original.replace("  volumes:\n", "  !x volumes:\n");
     for text in [merged, merged_mounts, tagged] {
         assert!(
-            matches!(Manifest::parse(&text), Err(FileProblem::NotPlain)),
+            matches!(Manifest::read(text.as_bytes()), Err(FileProblem::NotPlain)),
             "{text}"
         );
     }
     for none in ["    volumeMounts: null\n", ""] {
         let text = original.replace(mounts, none);
-        Manifest::parse(&text).unwrap_or_else(|e| panic!("{none:?}: {e}"));
+        Manifest::read(text.as_bytes()).unwrap_or_else(|e| panic!("{none:?}: {e}"));
     }
 }
 
@@ -77,7 +77,7 @@ fn api_server_conflict(from: &str, to: &str) -> Result<(), FileProblem> {
     let comps = manifest::components();
     let api = comps.iter().find(|c| c.name == "kube-apiserver");
     let text = fixture("manifests/kube-apiserver.yaml").replace(from, to);
-    let m = Manifest::parse(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    let m = Manifest::read(text.as_bytes()).unwrap_or_else(|e| panic!("{e}:\n{text}"));
     manifest::conflict(api.expect("api"), &m)
 }
 
@@ -118,8 +118,8 @@ fn a_manifest_flag_with_a_third_value_or_a_foreign_volume_is_refused() {
         "  volumes:\n",
         "  volumes:\n  - hostPath:\n      path: /srv\n      type: Directory\n    name: certsync-client\n",
     );
-    let why =
-        manifest::conflict(sched, &Manifest::parse(&text).expect("parse")).expect_err("refused");
+    let why = manifest::conflict(sched, &Manifest::read(text.as_bytes()).expect("parse"))
+        .expect_err("refused");
     assert!(
         matches!(&why, FileProblem::Volume { name, path, kind }
             if name == "certsync-client" && path == "/srv" && kind == "Directory"),
