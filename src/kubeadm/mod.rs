@@ -16,7 +16,6 @@ mod choices;
 mod error;
 mod handback;
 mod judge;
-mod keys;
 mod manifest;
 mod moves;
 mod node;

@@ -200,7 +200,7 @@ fn preflight(opts: &Options, current: Option<std::net::SocketAddr>) -> Result<()
         let taken = Refusal::PortTaken { addr: opts.admin() };
         return Err(KubeadmError::refused(dir, taken));
     }
-    let exposed = super::keys::exposed(dir);
+    let exposed = super::audit::exposed(dir);
     if !exposed.is_empty() {
         return Err(KubeadmError::refused(dir, Refusal::KeysExposed { exposed }));
     }

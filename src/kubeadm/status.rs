@@ -60,7 +60,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         }
         Err(why) => s.problem(cert, format!("cannot tell the certificates: {why}")),
     }
-    for e in super::keys::exposed(dir) {
+    for e in super::audit::exposed(dir) {
         s.problem(cert, format!("private key: {e}"));
     }
     let manifest = manifest.ok().flatten();

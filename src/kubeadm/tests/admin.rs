@@ -459,7 +459,7 @@ fn a_tree_too_deep_to_walk_is_named_never_skipped() {
     let d = dir.path();
     let deep = (0..40).fold(d.join("pki"), |p, i| p.join(format!("d{i}")));
     std::fs::create_dir_all(&deep).expect("mkdir");
-    let exposed = super::keys::exposed(d);
+    let exposed = super::audit::exposed(d);
     assert!(
         exposed.iter().any(|r| matches!(
             r,

@@ -534,7 +534,7 @@ async fn attack_status_reads_a_file_run_would_refuse() {
 #[test]
 fn attack_a_private_key_others_may_read_is_named() {
     use crate::kubeadm::Refusal;
-    use crate::kubeadm::keys::exposed;
+    use crate::kubeadm::audit::exposed;
     use std::os::unix::fs::{PermissionsExt, symlink};
     let dir = node_dir();
     let at = |rel: &str| dir.path().join(rel);
@@ -597,7 +597,7 @@ fn attack_a_private_key_others_may_read_is_named() {
 #[test]
 fn attack_names_a_container_chooses_neither_hide_a_key_nor_reach_the_terminal() {
     use crate::kubeadm::Refusal;
-    use crate::kubeadm::keys::exposed;
+    use crate::kubeadm::audit::exposed;
     use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::fs::{PermissionsExt, symlink};
     let dir = node_dir();
