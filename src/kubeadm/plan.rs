@@ -26,7 +26,7 @@ use changes::ManifestChange;
 pub use changes::Plan;
 use files::{certsyncs_files, config_text, renewal};
 #[cfg(test)]
-pub use layout::{CA_FILES, pairs, targets};
+pub use layout::{CA_FILES, pairs};
 use layout::{Cert, certs};
 pub use layout::{EMBEDDED, pair_ca, read_only_in_pod, recorded_targets, target_cas, unrecorded};
 

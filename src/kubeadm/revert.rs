@@ -41,7 +41,7 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     };
     // The CA bundles too: one left behind is one the next adopt, finding no record of it,
     // must refuse.
-    let targets = recorded_targets(dir, &state);
+    let targets = recorded_targets(dir, Some(&state));
     let own: Vec<String> = (targets.iter().cloned())
         .chain([CONFIG, manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
         .chain(BY_FILE.map(|(f, ..)| format!("{KUBECONFIGS}/{f}")))

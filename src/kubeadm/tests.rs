@@ -587,7 +587,7 @@ fn the_gate_reads_targets_beneath_their_directory_only() {
     let d = tempfile::tempdir().expect("tempdir");
     let outside = d.path().join("outside.crt");
     std::fs::write(&outside, "not a certificate").expect("write");
-    let targets = plan::targets(d.path());
+    let targets = plan::recorded_targets(d.path(), None);
     let first = host(d.path(), &targets[0]);
     std::fs::create_dir_all(&first).expect("target");
     std::os::unix::fs::symlink(&outside, first.join("tls.crt")).expect("link");

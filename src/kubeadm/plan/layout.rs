@@ -163,11 +163,6 @@ pub fn pair_ca(dir: &Path, prefix: &str) -> Option<String> {
     cert.map(|c| c.ca_crt())
 }
 
-#[cfg(test)]
-pub fn targets(dir: &Path) -> Vec<String> {
-    certs(dir, None).into_iter().map(|c| c.target).collect()
-}
-
 pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
     certs(dir, None)
         .iter()
@@ -175,11 +170,8 @@ pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The targets revert takes back: the node's and each client's whose kubeconfig adopt's
-/// record names ([`certs`]).
-pub fn recorded_targets(dir: &Path, state: &State) -> Vec<String> {
-    certs(dir, Some(state))
-        .into_iter()
-        .map(|c| c.target)
-        .collect()
+/// The node's targets ([`certs`]), with adopt's record (`state`) each client's it names
+/// too: the targets revert takes back.
+pub fn recorded_targets(dir: &Path, state: Option<&State>) -> Vec<String> {
+    certs(dir, state).into_iter().map(|c| c.target).collect()
 }
