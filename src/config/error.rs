@@ -33,15 +33,6 @@ pub enum ConfigError {
         #[source]
         problem: Box<ConfigError>,
     },
-    #[error(
-        "--reload-pidfile {}: {source}, who could replace the pidfile's directory and have root \
-         signal another process; keep it in a directory under root's",
-        pidfile.display()
-    )]
-    PidfileDir {
-        pidfile: PathBuf,
-        source: crate::files::OwnedError,
-    },
     /// The writer's error names the option and path.
     #[error("mapping {mapping:?}: {source}")]
     Copy {
@@ -350,12 +341,6 @@ pub enum ConfigError {
     // A path of a mapping that another user could change, and what that user
     // could do with it.
     #[error(
-        "source {}: {source}, who could replace the source directory with a link to another and \
-         have certsync publish what is there; keep it in a directory under root's",
-        dir.display()
-    )]
-    SourceAbove { dir: PathBuf, source: OwnedError },
-    #[error(
         "source {}: owner {uid}, mode {mode:04o}: may be changed by another user (group or others \
          may write it), any of whom could link in a file the others could not read and have \
          certsync publish it; make it writable by its owner only",
@@ -365,34 +350,20 @@ pub enum ConfigError {
     #[error("target {0}")]
     TargetWritable(#[source] OwnedError),
     #[error(
-        "target {}: {source}, who could re-create it and have the consumer read their own pair \
-         there; give a target whose directories are owned by root (or certsync's user) and \
-         writable by their owner only, or a subdirectory of a volume's root",
-        target.display()
-    )]
-    TargetRecreatable { target: PathBuf, source: OwnedError },
-    #[error(
         "target {}: no `..` in the target of a ca: mapping; give the path it means",
         target.display()
     )]
     CaTargetDotDot { target: PathBuf },
-    /// `what`: the target, the template, the CA key or certificate.
-    #[error(
-        "{what} {}: {source}, who could redirect or choose what the CA signs; make it and its \
-         directories owned by root and writable by their owner only",
-        path.display()
-    )]
-    CaPath {
+    /// `what`: the pidfile, a source, a target, a `ca:` mapping's template,
+    /// CA key or certificate, a `csr:` mapping's `ca=file:` or
+    /// `bootstrap-kubeconfig=`; `risk`: what whoever could change it could
+    /// do, and what to do instead.
+    #[error("{what} {}: {source}{risk}", path.display())]
+    Changeable {
         what: &'static str,
         path: PathBuf,
         source: OwnedError,
-    },
-    /// Refused by the reader every later read uses.
-    #[error("{option} {}: {source}", path.display())]
-    Steering {
-        option: &'static str,
-        path: PathBuf,
-        source: OwnedError,
+        risk: &'static str,
     },
     #[error("bootstrap-kubeconfig=: {0}")]
     BootstrapKubeconfig(#[source] crate::source::client::ClientError),

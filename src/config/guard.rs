@@ -19,27 +19,43 @@ pub(super) fn pidfile_dir_guarded(pidfile: &Path) -> Result<(), ConfigError> {
     let Some(dir) = pidfile.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(());
     };
-    above_guarded(dir).map_err(|source| ConfigError::PidfileDir {
-        pidfile: pidfile.to_owned(),
+    above_guarded(dir).map_err(|source| ConfigError::Changeable {
+        what: "--reload-pidfile",
+        path: pidfile.to_owned(),
         source,
+        risk: ", who could replace the pidfile's directory and have root signal another \
+               process; keep it in a directory under root's",
     })
+}
+
+/// Every mapping judged by each guard in turn, a refusal said of its mapping.
+pub(super) fn paths_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
+    for guarded in [
+        target_guarded,
+        source_guarded,
+        ca_paths_guarded,
+        csr_paths_guarded,
+    ] {
+        for m in mappings {
+            guarded(m).map_err(|problem| ConfigError::of_mapping(&m.name, problem))?;
+        }
+    }
+    Ok(())
 }
 
 /// A `dir:` source may be its user's own, not the directories above it:
 /// whoever may rename its entry could put a link to a root-only directory
 /// there, and certsync, reading the source by path, would publish it.
-pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
+fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Dir(dir) = &m.source else {
         return Ok(());
     };
-    above_guarded(dir).map_err(|source| {
-        ConfigError::of_mapping(
-            &m.name,
-            ConfigError::SourceAbove {
-                dir: dir.clone(),
-                source,
-            },
-        )
+    above_guarded(dir).map_err(|source| ConfigError::Changeable {
+        what: "source",
+        path: dir.clone(),
+        source,
+        risk: ", who could replace the source directory with a link to another and have \
+               certsync publish what is there; keep it in a directory under root's",
     })?;
     // The source itself: one writer, its owner (or root); with several, a
     // file one of them linked in (root's key) would pass as the owner's.
@@ -54,14 +70,11 @@ pub(super) fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
         && let Ok(entry) = Entry::held(dir, std::os::fd::AsFd::as_fd(&walked.fd))
         && writers.judge(&entry).is_err()
     {
-        return Err(ConfigError::of_mapping(
-            &m.name,
-            ConfigError::SourceWritable {
-                dir: dir.clone(),
-                uid: entry.uid,
-                mode: entry.mode,
-            },
-        ));
+        return Err(ConfigError::SourceWritable {
+            dir: dir.clone(),
+            uid: entry.uid,
+            mode: entry.mode,
+        });
     }
     Ok(())
 }
@@ -96,20 +109,18 @@ fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
 /// certsync writes where they chose).
 /// A volume's root (an emptyDir) is accepted above a target, never as it;
 /// `ca:` targets are held to the stricter rule below.
-pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
-    crate::files::no_other_user_may_write(&m.target)
-        .map_err(|source| ConfigError::of_mapping(&m.name, ConfigError::TargetWritable(source)))?;
+fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
+    crate::files::no_other_user_may_write(&m.target).map_err(ConfigError::TargetWritable)?;
     if matches!(m.source, Source::Ca(_)) {
         return Ok(());
     }
-    crate::files::no_other_user_may_recreate(&m.target).map_err(|source| {
-        ConfigError::of_mapping(
-            &m.name,
-            ConfigError::TargetRecreatable {
-                target: m.target.clone(),
-                source,
-            },
-        )
+    crate::files::no_other_user_may_recreate(&m.target).map_err(|source| ConfigError::Changeable {
+        what: "target",
+        path: m.target.clone(),
+        source,
+        risk: ", who could re-create it and have the consumer read their own pair there; \
+                   give a target whose directories are owned by root (or certsync's user) and \
+                   writable by their owner only, or a subdirectory of a volume's root",
     })
 }
 
@@ -119,7 +130,7 @@ pub(super) fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// resolves it after symlinks where the overlap checks cannot), its
 /// template (whoever edits it chooses the identity) and, unless
 /// `allow-loose-ca-key`, the CA's files.
-pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
+fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Ca(spec) = &m.source else {
         return Ok(());
     };
@@ -127,12 +138,9 @@ pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
         .components()
         .any(|c| c == std::path::Component::ParentDir)
     {
-        return Err(ConfigError::of_mapping(
-            &m.name,
-            ConfigError::CaTargetDotDot {
-                target: m.target.clone(),
-            },
-        ));
+        return Err(ConfigError::CaTargetDotDot {
+            target: m.target.clone(),
+        });
     }
     let mut paths = vec![("target", m.target.as_path())];
     paths.extend(spec.template.as_deref().map(|t| ("template", t)));
@@ -141,15 +149,12 @@ pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
         paths.push(("CA certificate", spec.ca_cert.as_path()));
     }
     for (what, path) in paths {
-        crate::files::only_root_may_change(path).map_err(|source| {
-            ConfigError::of_mapping(
-                &m.name,
-                ConfigError::CaPath {
-                    what,
-                    path: path.to_owned(),
-                    source,
-                },
-            )
+        crate::files::only_root_may_change(path).map_err(|source| ConfigError::Changeable {
+            what,
+            path: path.to_owned(),
+            source,
+            risk: ", who could redirect or choose what the CA signs; make it and its \
+                   directories owned by root and writable by their owner only",
         })?;
     }
     Ok(())
@@ -160,19 +165,16 @@ pub(super) fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// steer root certsync: judged at start by the readers every later read
 /// uses, one not there yet by the directories it will appear in, so a
 /// user's CA is never published and `run --once` exits 64 at once.
-pub(super) fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
+fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Csr(spec) = &m.source else {
         return Ok(());
     };
-    let steering = |option: &'static str, path: &Path, source| {
-        ConfigError::of_mapping(
-            &m.name,
-            ConfigError::Steering {
-                option,
-                path: path.to_owned(),
-                source,
-            },
-        )
+    // Refused by the reader every later read uses.
+    let steering = |what, path: &Path, source| ConfigError::Changeable {
+        what,
+        path: path.to_owned(),
+        source,
+        risk: "",
     };
     if let Some(crate::source::csr::CaSource::File(path)) = &spec.ca {
         crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
@@ -180,9 +182,8 @@ pub(super) fn csr_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     }
     if let Some(path) = &spec.bootstrap {
         if path.exists() {
-            crate::source::client::check_kubeconfig(path).map_err(|e| {
-                ConfigError::of_mapping(&m.name, ConfigError::BootstrapKubeconfig(e))
-            })?;
+            crate::source::client::check_kubeconfig(path)
+                .map_err(ConfigError::BootstrapKubeconfig)?;
         } else {
             crate::files::steering_or_absent(path, 0)
                 .map_err(|e| steering("bootstrap-kubeconfig=", path, e))?;

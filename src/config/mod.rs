@@ -27,9 +27,7 @@ mod tree;
 pub use error::ConfigError;
 pub(crate) use file::read_config_text;
 pub use file::{ConfigFile, FileSetting};
-use guard::{
-    ca_paths_guarded, csr_paths_guarded, pidfile_dir_guarded, source_guarded, target_guarded,
-};
+use guard::{paths_guarded, pidfile_dir_guarded};
 pub use mapping::{EventsOn, Mapping, MappingSpec, Source};
 pub(crate) use options::as_written;
 pub use overlap::resolve_path;
@@ -195,10 +193,7 @@ impl Config {
             .map(|s| s.resolve(args))
             .collect::<Result<Vec<_>, _>>()?;
         check_overlaps(&mappings)?;
-        mappings.iter().try_for_each(target_guarded)?;
-        mappings.iter().try_for_each(source_guarded)?;
-        mappings.iter().try_for_each(ca_paths_guarded)?;
-        mappings.iter().try_for_each(csr_paths_guarded)?;
+        paths_guarded(&mappings)?;
         copies_guarded(&mappings)?;
         let events_pod =
             pod::events_pod(args.events, args.once, &mappings, |v| std::env::var(v).ok())?;

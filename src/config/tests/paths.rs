@@ -251,7 +251,10 @@ fn attack_ca_paths_others_may_change_are_refused() {
             other => panic!("{flag}: not refused by a guard: {other:?}"),
         };
         match (what, &*problem) {
-            (Some(want), ConfigError::CaPath { what, .. }) => assert_eq!(*what, want, "{flag}"),
+            (Some(want), ConfigError::Changeable { what, risk, .. }) => {
+                assert_eq!(*what, want, "{flag}");
+                assert!(risk.contains("what the CA signs"), "{flag}: {problem}");
+            }
             (None, ConfigError::CaTargetDotDot { .. }) => {}
             _ => panic!("{flag}: {problem}"),
         }
