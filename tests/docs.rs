@@ -114,12 +114,35 @@ fn the_cli_reference_documents_every_flag_and_env_var_of_every_subcommand() {
     assert!(checked >= 90, "checked only {checked} names");
 }
 
+/// The reference's table of which option applies to which kind
+/// (docs/reference/mappings.md), made from the grammar's table.
+fn reference_table() -> String {
+    use certsync::config::grammar::{OPTIONS, RESOLVED};
+    let mut out = String::from("| option | applies to | what it is |\n| --- | --- | --- |\n");
+    for o in OPTIONS {
+        let kinds = if o.kinds == RESOLVED {
+            "every kind".to_owned()
+        } else {
+            let names: Vec<String> = o.kinds.iter().map(|k| format!("`{}:`", k.name())).collect();
+            names.join(", ")
+        };
+        // A `|` inside a cell would end it.
+        let cell = |text: String| text.replace('|', "\\|");
+        out.push_str(&format!(
+            "| {} | {kinds} | {} |\n",
+            cell(format!("`{}`", o.synopsis())),
+            cell(o.described("; repeatable"))
+        ));
+    }
+    out
+}
+
 /// The mapping reference's table of options is the grammar's own (one
 /// table in `config::grammar`, from which `--sync`, the checks and `run -h`
 /// are derived too), and its table of kinds names every kind.
 #[test]
 fn the_mapping_reference_is_the_grammar() {
-    use certsync::config::grammar::{SourceKind, reference_table};
+    use certsync::config::grammar::SourceKind;
     let doc = read("docs/reference/mappings.md");
     let table = reference_table();
     let shown = section(&doc, "## Which options apply to which kinds").unwrap_or_default();

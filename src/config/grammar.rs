@@ -1,7 +1,8 @@
 //! The mapping grammar as data: every source kind and every mapping option
 //! (name, kinds, shape of its value, help line), once. The config file's
 //! mapping struct ([`MappingSpec`]), the `--sync` reader, the kind check,
-//! `run --help` and the reference's table all derive from these tables.
+//! `run --help` and the reference's table (made by `tests/docs.rs`) all
+//! derive from these tables.
 
 /// A source kind: the word before the mapping source's first `:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +133,8 @@ pub struct MappingOption {
     pub excludes: &'static [&'static str],
 }
 
-const RESOLVED: &[SourceKind] = &[Dir, Secret, ConfigMap, Csr, Ca, Ctb];
+/// The kinds a mapping is resolved as (every kind but `tree:`).
+pub const RESOLVED: &[SourceKind] = &[Dir, Secret, ConfigMap, Csr, Ca, Ctb];
 const ISSUING: &[SourceKind] = &[Csr, Ca];
 
 impl MappingOption {
@@ -297,28 +299,6 @@ pub fn help() -> String {
          certsync run --sync 'secret:kube-system/scheduler-serving=/etc/certs/serving,verify=127.0.0.1:10259'\n  \
          certsync run --sync 'csr:kubernetes.io/kube-apiserver-client=/etc/certs/client,cn=system:kube-scheduler'",
     );
-    out
-}
-
-/// The reference's table of which option applies to which kind
-/// (docs/reference/mappings.md, checked against this by `tests/docs.rs`).
-pub fn reference_table() -> String {
-    let mut out = String::from("| option | applies to | what it is |\n| --- | --- | --- |\n");
-    for o in OPTIONS {
-        let kinds = if o.kinds == RESOLVED {
-            "every kind".to_owned()
-        } else {
-            let names: Vec<String> = o.kinds.iter().map(|k| format!("`{}:`", k.name())).collect();
-            names.join(", ")
-        };
-        // A `|` inside a cell would end it.
-        let cell = |text: String| text.replace('|', "\\|");
-        out.push_str(&format!(
-            "| {} | {kinds} | {} |\n",
-            cell(format!("`{}`", o.synopsis())),
-            cell(o.described("; repeatable"))
-        ));
-    }
     out
 }
 
