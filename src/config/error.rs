@@ -232,8 +232,7 @@ pub enum ConfigError {
     KeyAlg(crate::x509::X509Error),
     #[error("ip {value:?} is not an IPv4 or IPv6 address")]
     Ip { value: String },
-    #[error("dns {value:?} is not a DNS name")]
-    Dns { value: String },
+    /// Not a host name (or a wildcard one), as x509 reads every DNS name.
     #[error("dns: {0}")]
     DnsRule(crate::x509::X509Error),
     #[error("cn and o may not be empty")]

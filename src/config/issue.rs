@@ -47,9 +47,6 @@ impl MappingSpec {
         // Each dns= a host name (or a wildcard one), held to the rule templates
         // and issued certificates are held to too (no address as a name).
         for d in &self.dns {
-            let wildcard = d.strip_prefix("*.").unwrap_or(d);
-            check_dns("name", &wildcard.to_ascii_lowercase(), 253)
-                .map_err(|_| ConfigError::Dns { value: d.clone() })?;
             crate::x509::dns_name(d).map_err(ConfigError::DnsRule)?;
         }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
