@@ -20,9 +20,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Exit code for bad usage (EX_USAGE).
-pub const EXIT_USAGE: i32 = 64;
-
 #[derive(Debug, Parser)]
 #[command(
     name = "certsync",

@@ -2,9 +2,11 @@
 
 use std::io::Write as _;
 
-use crate::cli::EXIT_USAGE;
 use crate::inspect::InspectError;
 use crate::man::ManError;
+
+/// Exit code for bad usage (EX_USAGE).
+const EXIT_USAGE: u8 = 64;
 
 /// The target of the lines the daemons log about themselves (their
 /// start, stop and failure), as operators filter and alert on it.
@@ -77,7 +79,7 @@ impl CommandError {
             | Self::LogEnv { .. }
             | Self::LogFilter(_)
             | Self::Config(_)
-            | Self::Man(ManError::Unknown { .. }) => EXIT_USAGE as u8,
+            | Self::Man(ManError::Unknown { .. }) => EXIT_USAGE,
             // Work that could not be done.
             _ => 1,
         }

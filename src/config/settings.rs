@@ -104,18 +104,15 @@ impl Settings {
         let file = (args.config.as_deref())
             .map(|path| read_config_file(path, None))
             .transpose()?;
-        let (typed, effective) = typed(flags, file.as_ref())?;
-        Ok(Self {
-            args: RunArgs {
-                sync: args.sync,
-                config: args.config,
-                print_config: args.print_config,
-                once: args.once,
-                ..typed
-            },
-            file,
-            effective,
-        })
+        let mut s = typed(flags, file)?;
+        s.args = RunArgs {
+            sync: args.sync,
+            config: args.config,
+            print_config: args.print_config,
+            once: args.once,
+            ..s.args
+        };
+        Ok(s)
     }
 
     /// `certsync run --once --config PATH` with `text` as PATH's, for
@@ -125,15 +122,10 @@ impl Settings {
         // Nothing is given, so no value can be refused; were the flags
         // unknown, every setting would be (refused, not skipped).
         let flags = run_flags(None).unwrap_or_default();
-        let file = read_config_file(path, Some(text))?;
-        let (mut args, effective) = typed(&flags, Some(&file))?;
-        args.config = Some(path.to_owned());
-        args.once = true;
-        Ok(Self {
-            args,
-            file: Some(file),
-            effective,
-        })
+        let mut s = typed(&flags, Some(read_config_file(path, Some(text))?))?;
+        s.args.config = Some(path.to_owned());
+        s.args.once = true;
+        Ok(s)
     }
 
     /// The config file's mappings, as written.
@@ -144,7 +136,8 @@ impl Settings {
 
 /// Every setting: the flag's texts where given, else the file's, else the
 /// default's. A key of the file that is no setting is refused by its line.
-fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag>), ConfigError> {
+fn typed(flags: &[Flag], given: Option<ConfigFile>) -> Result<Settings, ConfigError> {
+    let file = given.as_ref();
     let set = |name: &str| file.and_then(|f| f.settings.iter().find(|s| s.key == name));
     if let Some(f) = file
         && let Some(unknown) = f
@@ -187,7 +180,11 @@ fn typed(flags: &[Flag], file: Option<&ConfigFile>) -> Result<(RunArgs, Vec<Flag
             _ => ConfigError::Setting { flag: key, source },
         }
     })?;
-    Ok((args, effective))
+    Ok(Settings {
+        args,
+        file: given,
+        effective,
+    })
 }
 
 /// A flag's value as YAML: a switch as a boolean, a number written the way
