@@ -46,10 +46,12 @@ pub enum ConfigError {
         first: &'static str,
         second: &'static str,
     },
-    /// A flag or variable's value, refused when read with the file's.
-    #[error("--{flag}: {source}")]
+    /// A setting's value, refused when read with the file's: `at` is its
+    /// flag (`--resync`; given as a flag or variable) or the file's
+    /// `line N: KEY` (its path named beside it, [`ConfigError::File`]).
+    #[error("{at}: {source}")]
     Setting {
-        flag: String,
+        at: String,
         source: serde::de::value::Error,
     },
     #[error("reload: --reload-cmdline: {0}")]
@@ -330,12 +332,6 @@ pub enum ConfigError {
          and its directories owned by root and writable by their owner only"
     )]
     CaOthersMayChange(#[source] crate::files::OwnedError),
-    #[error("line {line}: {key}: {source}")]
-    SettingInFile {
-        line: usize,
-        key: String,
-        source: serde::de::value::Error,
-    },
 
     // A path of a mapping that another user could change, and what that user
     // could do with it.

@@ -169,15 +169,14 @@ fn typed(flags: &[Flag], given: Option<ConfigFile>) -> Result<Settings, ConfigEr
         let key = e.path().to_string();
         let source = e.into_inner();
         match (file, set(&key)) {
-            (Some(f), Some(s)) => ConfigError::of_file(
-                &f.path,
-                ConfigError::SettingInFile {
-                    line: s.line,
-                    key,
-                    source,
-                },
-            ),
-            _ => ConfigError::Setting { flag: key, source },
+            (Some(f), Some(s)) => {
+                let at = format!("line {}: {key}", s.line);
+                ConfigError::of_file(&f.path, ConfigError::Setting { at, source })
+            }
+            _ => ConfigError::Setting {
+                at: format!("--{key}"),
+                source,
+            },
         }
     })?;
     Ok(Settings {

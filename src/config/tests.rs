@@ -650,7 +650,7 @@ fn the_config_file_is_refused_by_the_line_of_its_unknown_key_or_bad_value() {
     ] {
         let e = problem(text);
         assert!(
-            matches!(&e, ConfigError::SettingInFile { line: l, key, .. } if *l == line && key == bad),
+            matches!(&e, ConfigError::Setting { at, .. } if *at == format!("line {line}: {bad}")),
             "{text:?}: {e}"
         );
     }
