@@ -47,19 +47,14 @@ fn init_tracing(log: &LogArgs, quiet: bool) -> Result<(), CommandError> {
     };
     // `--log-level` went through `cli::log_filter` already; `RUST_LOG` is
     // held to the same rule (an unknown word would silence every line).
-    let text = match &log.log_level {
-        Some(level) => Some(level.clone()),
+    let filter = match &log.log_level {
+        Some(filter) => filter.clone(),
         None => match std::env::var("RUST_LOG") {
-            Ok(v) if !v.trim().is_empty() => Some(
-                certsync::cli::log_filter(&v)
-                    .map_err(|problem| CommandError::LogEnv { problem })?,
-            ),
-            _ => None,
+            Ok(v) if !v.trim().is_empty() => {
+                certsync::cli::log_filter(&v).map_err(|problem| CommandError::LogEnv { problem })?
+            }
+            _ => Targets::new().with_default(default),
         },
-    };
-    let filter = match text {
-        Some(text) => text.parse::<Targets>().map_err(CommandError::LogFilter)?,
-        None => Targets::new().with_default(default),
     };
     // notify logs at info what is routine for certsync (the watch of a
     // revision directory that was retired: one line per rotation). It is

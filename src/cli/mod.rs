@@ -152,5 +152,5 @@ pub struct LogArgs {
     /// trace, debug, info, warn (or warning), error and off. Without it,
     /// `RUST_LOG` (same form) is used, and `info` without that.
     #[arg(long, global = true, env = "CERTSYNC_LOG_LEVEL", value_parser = log_filter, value_name = "FILTER")]
-    pub log_level: Option<String>,
+    pub log_level: Option<tracing_subscriber::filter::Targets>,
 }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use nix::sys::signal::Signal;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 
 /// `--set` options adopt accepts: how a certificate is renewed, never who
 /// it is for (that is kubeadm's template or the component's identity).
@@ -73,32 +74,30 @@ pub enum ValueError {
     Empty { option: String },
 }
 
-/// A log filter (`--log-level`, `RUST_LOG`) in tracing's `Targets` form,
-/// with klog's and Python's `warning` spelled `warn`. Every directive must
-/// be `LEVEL` or `TARGET=LEVEL` with a known level: tracing reads a bare
-/// unknown word (`verbose`, `warning`) as a target name, which turns off
-/// every other log line, errors included.
-pub fn log_filter(s: &str) -> Result<String, ValueError> {
-    let level = |word: &str| {
-        let word = word.trim().to_ascii_lowercase();
-        match word.as_str() {
-            "trace" | "debug" | "info" | "warn" | "error" | "off" => Some(word),
-            "warning" => Some("warn".to_owned()),
-            _ => None,
-        }
+/// A log filter (`--log-level`, `RUST_LOG`) read into tracing's `Targets`
+/// (each directive added as its own parser adds it), with klog's and
+/// Python's `warning` spelled `warn`. Every directive must be `LEVEL` or
+/// `TARGET=LEVEL` with a known level: tracing reads a bare unknown word
+/// (`verbose`, `warning`) as a target name, which turns off every other log
+/// line, errors included.
+pub fn log_filter(s: &str) -> Result<Targets, ValueError> {
+    let level = |word: &str| match word.trim().to_ascii_lowercase().as_str() {
+        "trace" => Some(LevelFilter::TRACE),
+        "debug" => Some(LevelFilter::DEBUG),
+        "info" => Some(LevelFilter::INFO),
+        "warn" | "warning" => Some(LevelFilter::WARN),
+        "error" => Some(LevelFilter::ERROR),
+        "off" => Some(LevelFilter::OFF),
+        _ => None,
     };
     let bad = |directive: &str, why| ValueError::LogDirective {
         directive: directive.to_owned(),
         why,
     };
-    let mut out = Vec::new();
-    for directive in s.split(',') {
-        let d = directive.trim();
-        if d.is_empty() {
-            continue;
-        }
-        match d.split_once('=') {
-            None => out.push(level(d).ok_or_else(|| bad(d, "not a level"))?),
+    let (mut out, mut any) = (Targets::new(), false);
+    for d in s.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        out = match d.split_once('=') {
+            None => out.with_default(level(d).ok_or_else(|| bad(d, "not a level"))?),
             Some((target, lvl)) => {
                 let target = target.trim();
                 let ok_target = !target.is_empty()
@@ -109,14 +108,15 @@ pub fn log_filter(s: &str) -> Result<String, ValueError> {
                     return Err(bad(d, "not a module path before `=`"));
                 }
                 let lvl = level(lvl).ok_or_else(|| bad(d, "not a level after `=`"))?;
-                out.push(format!("{target}={lvl}"));
+                out.with_target(target, lvl)
             }
-        }
+        };
+        any = true;
     }
-    if out.is_empty() {
+    if !any {
         return Err(bad(s, "no directive"));
     }
-    Ok(out.join(","))
+    Ok(out)
 }
 
 pub(crate) const MS: u64 = 1;
@@ -247,4 +247,33 @@ pub fn key_mode(s: &str) -> Result<u32, ValueError> {
         return Err(ValueError::KeyReadable { mode });
     }
     Ok(mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filter is the one tracing's own parser makes of the same
+    /// directives written out (`warning` as `warn`, spaces trimmed).
+    #[test]
+    fn a_log_filter_is_what_tracing_parses_from_its_directives() {
+        for (given, written) in [
+            ("info", "info"),
+            ("WARNING", "warn"),
+            (" info , certsync=trace ,", "info,certsync=trace"),
+            (
+                "certsync::sync=debug,notify=warning,off",
+                "certsync::sync=debug,notify=warn,off",
+            ),
+            ("debug,error", "debug,error"),
+            ("a-b.c=trace,a-b.c=error", "a-b.c=trace,a-b.c=error"),
+        ] {
+            let want: Targets = written.parse().unwrap();
+            let got = log_filter(given).unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{given}");
+        }
+        for bad in ["", " , ", "verbose", "x=loud", "=info", "a b=info"] {
+            assert!(log_filter(bad).is_err(), "{bad:?}");
+        }
+    }
 }

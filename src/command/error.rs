@@ -31,8 +31,6 @@ pub enum CommandError {
     /// starts).
     #[error("RUST_LOG: {problem} (or give --log-level)")]
     LogEnv { problem: crate::cli::ValueError },
-    #[error("--log-level: {0}")]
-    LogFilter(#[source] tracing_subscriber::filter::ParseError),
     /// `run`'s flags, environment or config file refused, or (`approve`,
     /// `csr review --approve|--deny`) a node policy that would trust
     /// node-written addresses alone.
@@ -77,7 +75,6 @@ impl CommandError {
             Self::Args(e) if !e.use_stderr() => 0,
             Self::Args(_)
             | Self::LogEnv { .. }
-            | Self::LogFilter(_)
             | Self::Config(_)
             | Self::Man(ManError::Unknown { .. }) => EXIT_USAGE,
             // Work that could not be done.
