@@ -31,9 +31,7 @@ async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
     // are marked as not checked (never approved: `--approve` needs them).
     let addresses_unchecked = a.policy.node_cidrs.is_empty() && !a.policy.allow_any_node_address;
     let mut policy = a.policy.policy();
-    if addresses_unchecked {
-        policy.any_node_address = true;
-    }
+    policy.any_node_address |= addresses_unchecked;
     let (rows, done) = crate::approve::review(
         &settings,
         &a.names,

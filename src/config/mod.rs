@@ -26,7 +26,6 @@ mod tree;
 
 pub use error::ConfigError;
 pub(crate) use file::read_config_text;
-pub use file::{ConfigFile, FileSetting};
 use guard::{paths_guarded, pidfile_dir_guarded};
 pub use mapping::{EventsOn, Mapping, MappingSpec, Source};
 pub(crate) use options::as_written;

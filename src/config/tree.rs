@@ -19,17 +19,12 @@ impl MappingSpec {
         check_dns("namespace", &namespace, 63).map_err(err)?;
         let take = std::mem::take;
         let lists = [
-            ("secret", "secrets", take(&mut self.secret), false),
-            ("configmap", "configmaps", take(&mut self.configmap), false),
-            ("secret", "secrets", take(&mut self.optional_secret), true),
-            (
-                "configmap",
-                "configmaps",
-                take(&mut self.optional_configmap),
-                true,
-            ),
+            ("secret", take(&mut self.secret), false),
+            ("configmap", take(&mut self.configmap), false),
+            ("secret", take(&mut self.optional_secret), true),
+            ("configmap", take(&mut self.optional_configmap), true),
         ];
-        if lists.iter().all(|(.., names, _)| names.is_empty()) {
+        if lists.iter().all(|(_, names, _)| names.is_empty()) {
             return Err(err(ConfigError::TreeLists));
         }
         // Each object's name, files=all and whether it is optional are the
@@ -39,11 +34,12 @@ impl MappingSpec {
         }
         self.files = vec!["all".into()];
         let mut out = Vec::new();
-        for (kind, dir, names, optional) in lists {
+        for (kind, names, optional) in lists {
+            let dir = format!("{kind}s");
             for name in names {
                 out.push(MappingSpec {
                     source: format!("{kind}:{namespace}/{name}"),
-                    target: self.target.join(dir).join(&name),
+                    target: self.target.join(&dir).join(&name),
                     name: Some(format!("{namespace}/{dir}/{name}")),
                     optional,
                     ..self.clone()
