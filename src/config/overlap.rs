@@ -258,8 +258,13 @@ impl<'a> Forbidden<'a> {
         }
     }
 
-    /// Why copy `c` may not be written, if it may not.
+    /// Why copy `c` may not be written, if it may not: over a CA file, then
+    /// in a target, by path and where it leads; then the same by device and
+    /// inode: a bind mount (or, for a file, a hard link) leads to a target
+    /// or a CA file with no symlink for the path checks to see, and a copy
+    /// written there would overwrite the target or the CA.
     fn refuses(&self, c: &Copy<'_>) -> Option<ConfigError> {
+        use crate::beneath::identity;
         if c.path
             .components()
             .any(|p| p == std::path::Component::ParentDir)
@@ -267,59 +272,43 @@ impl<'a> Forbidden<'a> {
             return Some(ConfigError::DotDot);
         }
         let both = || c.files.iter().zip(&c.reals);
-        for ca in &self.cas {
-            if let Some((f, _)) = both().find(|(_, r)| ca.reals.contains(r)) {
+        let over_ca = |by_inode: bool| {
+            self.cas.iter().find_map(|ca| {
+                let (f, _) = both().find(|(f, r)| match by_inode {
+                    false => ca.reals.contains(r),
+                    true => identity(f).is_some_and(|id| ca.ids.contains(&Some(id))),
+                })?;
                 let (file, other) = (f.clone(), ca.m.name.clone());
-                return Some(ConfigError::OverCa {
+                Some(ConfigError::OverCa {
                     file,
                     other,
-                    by_inode: false,
-                });
+                    by_inode,
+                })
+            })
+        };
+        let in_target = |o: &Mapping, f: &PathBuf, by_inode| {
+            let (file, target, other) = (f.clone(), o.target.clone(), o.name.clone());
+            ConfigError::InTarget {
+                file,
+                target,
+                other,
+                by_inode,
             }
-        }
-        for (o, target) in &self.targets {
-            if let Some((f, _)) =
-                both().find(|(f, r)| f.starts_with(&o.target) || r.starts_with(target))
-            {
-                let (file, target, other) = (f.clone(), o.target.clone(), o.name.clone());
-                return Some(ConfigError::InTarget {
-                    file,
-                    target,
-                    other,
-                    by_inode: false,
-                });
-            }
-        }
-        self.by_inode(c)
-    }
-
-    /// The same by device and inode: a bind mount (or, for a file, a hard
-    /// link) leads to a target or a CA file with no symlink for the path
-    /// checks to see, and a copy written there would overwrite the target
-    /// or the CA.
-    fn by_inode(&self, c: &Copy<'_>) -> Option<ConfigError> {
-        use crate::beneath::identity;
-        for ca in &self.cas {
-            if let Some(f) = c
-                .files
-                .iter()
-                .find(|f| identity(f).is_some_and(|id| ca.ids.contains(&Some(id))))
-            {
-                let (file, other) = (f.clone(), ca.m.name.clone());
-                return Some(ConfigError::OverCa {
-                    file,
-                    other,
-                    by_inode: true,
-                });
-            }
-        }
-        let above = crate::beneath::directory_and_ancestors(c.path.parent().unwrap_or(c.path));
-        let (o, _) = self.target_ids.iter().find(|(_, id)| above.contains(id))?;
-        Some(ConfigError::InTarget {
-            file: c.files[0].clone(),
-            target: o.target.clone(),
-            other: o.name.clone(),
-            by_inode: true,
-        })
+        };
+        over_ca(false)
+            .or_else(|| {
+                self.targets.iter().find_map(|(o, target)| {
+                    let (f, _) =
+                        both().find(|(f, r)| f.starts_with(&o.target) || r.starts_with(target))?;
+                    Some(in_target(o, f, false))
+                })
+            })
+            .or_else(|| over_ca(true))
+            .or_else(|| {
+                let dir = c.path.parent().unwrap_or(c.path);
+                let above = crate::beneath::directory_and_ancestors(dir);
+                let (o, _) = self.target_ids.iter().find(|(_, id)| above.contains(id))?;
+                Some(in_target(o, &c.files[0], true))
+            })
     }
 }
