@@ -28,7 +28,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 pub use ready::NotReady;
 use ready::{Live, Readiness, Validity, unattended};
-use registrar::{FloatGauge, Labels, MappingLabel, Name, ReasonLabels, Registrar, ResultLabels};
+use registrar::{FloatGauge, Labels, MappingAnd, MappingLabel, Name, Registrar};
 
 /// Every `result` of `certsync_syncs_total` (see `Metrics::sync`), each
 /// series created at 0 when a mapping is added.
@@ -49,8 +49,8 @@ pub struct Metrics {
     not_after: Family<MappingLabel, FloatGauge>,
     ttl: Family<MappingLabel, FloatGauge>,
     revision: Family<MappingLabel, Gauge>,
-    syncs: Family<ResultLabels, Counter>,
-    validation_failures: Family<ReasonLabels, Counter>,
+    syncs: Family<MappingAnd, Counter>,
+    validation_failures: Family<MappingAnd, Counter>,
     reloads: Family<Labels<2>, Counter>,
     reload_duration: Family<Labels<1>, Histogram>,
     reload_refusals: Family<Labels<1>, Counter>,
@@ -62,16 +62,16 @@ pub struct Metrics {
     file_watch_polling: Gauge,
     // `csr:` mappings' requests and renewals; `certsync approve`'s verdicts.
     csr_pending: Family<MappingLabel, Gauge>,
-    csr_errors: Family<ReasonLabels, Counter>,
+    csr_errors: Family<MappingAnd, Counter>,
     csr_rotation: Family<MappingLabel, Histogram>,
     csr_decisions: Family<Labels<2>, Counter>,
     csr_backlog: Gauge,
     admin_closed: Family<Labels<1>, Counter>,
-    // `ca:` mappings' CA and template: expiries kept, TTLs computed when scraped.
-    ca_not_after: Mutex<BTreeMap<String, i64>>,
+    // `ca:` mappings' CA and template: expiries kept (by whether of the
+    // template, and mapping), TTLs computed when scraped.
+    ca_not_after: Mutex<BTreeMap<(bool, String), i64>>,
     ca_ttl: Family<MappingLabel, FloatGauge>,
     ca_capped: Family<MappingLabel, Gauge>,
-    ca_template_not_after: Mutex<BTreeMap<String, i64>>,
     ca_template_ttl: Family<MappingLabel, FloatGauge>,
     /// Per mapping: the current certificate's window (for TTL and staleness).
     validity: Mutex<BTreeMap<String, Live>>,
@@ -194,7 +194,6 @@ impl Metrics {
                 "ca_lifetime_capped",
                 "ca: mappings: 1 when the last certificate issued ends at the CA's expiry, short of its lifetime",
             ),
-            ca_template_not_after: Mutex::default(),
             ca_template_ttl: r.seconds(
                 "ca_template_ttl",
                 "ca: mappings with a template: seconds until the template certificate expires (negative once it has; still a fine template, but kubeadm revert refuses one within 24 h of its end)",
@@ -232,17 +231,8 @@ impl Metrics {
         name
     }
 
-    fn reason(&self, mapping: &str, reason: &'static str) -> ReasonLabels {
-        ReasonLabels {
-            mapping: self.name(mapping),
-            reason,
-        }
-    }
-
     fn label(&self, mapping: &str) -> MappingLabel {
-        MappingLabel {
-            mapping: self.name(mapping),
-        }
+        [("mapping", self.name(mapping))]
     }
 
     /// Declares a mapping: not ready until it has a valid revision, and
@@ -265,18 +255,17 @@ impl Metrics {
         // Creating the series is the point; the guard goes at once.
         drop(self.watch_restarts.get_or_create(&l));
         for result in SYNC_RESULTS {
-            drop(self.syncs.get_or_create(&ResultLabels {
-                mapping: Arc::clone(&l.mapping),
-                result,
-            }));
+            drop(self.syncs.get_or_create(&(l.clone(), [("result", result)])));
         }
     }
 
     /// Whether a rollback pin holds the mapping's target.
     pub fn pinned(&self, mapping: &str, pinned: bool) {
-        self.pinned
-            .get_or_create(&self.label(mapping))
-            .set(i64::from(pinned));
+        self.flag(&self.pinned, mapping, pinned);
+    }
+
+    fn flag(&self, gauge: &Family<MappingLabel, Gauge>, mapping: &str, on: bool) {
+        gauge.get_or_create(&self.label(mapping)).set(i64::from(on));
     }
 
     /// Declares the reload method in use, so its counters start at 0.
@@ -314,10 +303,7 @@ impl Metrics {
     }
 
     pub fn sync(&self, mapping: &str, result: &'static str) {
-        let labels = ResultLabels {
-            mapping: self.name(mapping),
-            result,
-        };
+        let labels = (self.label(mapping), [("result", result)]);
         self.syncs.get_or_create(&labels).inc();
         if matches!(result, "written" | "unchanged") {
             self.last_success
@@ -327,15 +313,12 @@ impl Metrics {
     }
 
     pub fn rejected(&self, mapping: &str, reason: &'static str) {
-        self.validation_failures
-            .get_or_create(&self.reason(mapping, reason))
-            .inc();
+        let labels = (self.label(mapping), [("reason", reason)]);
+        self.validation_failures.get_or_create(&labels).inc();
     }
 
     pub fn source_up(&self, mapping: &str, up: bool) {
-        self.source_up
-            .get_or_create(&self.label(mapping))
-            .set(i64::from(up));
+        self.flag(&self.source_up, mapping, up);
     }
 
     pub fn watch_restarted(&self, mapping: &str) {
@@ -386,8 +369,14 @@ impl Metrics {
             }
             self.stale.get_or_create(&l).set(i64::from(is_stale));
         }
-        self.encode_ttls(&self.ca_not_after, &self.ca_ttl, now);
-        self.encode_ttls(&self.ca_template_not_after, &self.ca_template_ttl, now);
+        for ((template, mapping), t) in crate::lock(&self.ca_not_after).iter() {
+            let ttl = if *template {
+                &self.ca_template_ttl
+            } else {
+                &self.ca_ttl
+            };
+            ttl.get_or_create(&self.label(mapping)).set(*t as f64 - now);
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -399,31 +388,18 @@ impl Metrics {
 
     /// A `ca:` mapping's CA certificate expires at `not_after`.
     pub fn ca_expiry(&self, mapping: &str, not_after: i64) {
-        crate::lock(&self.ca_not_after).insert(mapping.to_owned(), not_after);
+        crate::lock(&self.ca_not_after).insert((false, mapping.to_owned()), not_after);
     }
 
     /// A `ca:` mapping issued a certificate, cut short at the CA's expiry
     /// (`capped`) or not.
     pub fn ca_capped(&self, mapping: &str, capped: bool) {
-        self.ca_capped
-            .get_or_create(&self.label(mapping))
-            .set(i64::from(capped));
+        self.flag(&self.ca_capped, mapping, capped);
     }
 
     /// A `ca:` mapping's template certificate expires at `not_after`.
     pub fn ca_template_expiry(&self, mapping: &str, not_after: i64) {
-        crate::lock(&self.ca_template_not_after).insert(mapping.to_owned(), not_after);
-    }
-
-    fn encode_ttls(
-        &self,
-        not_after: &Mutex<BTreeMap<String, i64>>,
-        ttl: &Family<MappingLabel, FloatGauge>,
-        now: f64,
-    ) {
-        for (mapping, t) in crate::lock(not_after).iter() {
-            ttl.get_or_create(&self.label(mapping)).set(*t as f64 - now);
-        }
+        crate::lock(&self.ca_not_after).insert((true, mapping.to_owned()), not_after);
     }
 
     /// `certsync approve`: how many pending CSRs wait for a decision.
@@ -441,16 +417,13 @@ impl Metrics {
 
     /// A `csr:` mapping's request is waiting (or no longer is).
     pub fn csr_pending(&self, mapping: &str, pending: bool) {
-        self.csr_pending
-            .get_or_create(&self.label(mapping))
-            .set(i64::from(pending));
+        self.flag(&self.csr_pending, mapping, pending);
     }
 
     /// A `csr:` mapping's request failed.
     pub fn csr_error(&self, mapping: &str, reason: &'static str) {
-        self.csr_errors
-            .get_or_create(&self.reason(mapping, reason))
-            .inc();
+        let labels = (self.label(mapping), [("reason", reason)]);
+        self.csr_errors.get_or_create(&labels).inc();
     }
 
     /// A `csr:` mapping's certificate was replaced after `lived` seconds.

@@ -3,33 +3,22 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry, Unit};
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct MappingLabel {
-    pub(super) mapping: Name,
-}
 
 /// A mapping's name as a label value, shared by every series of the
 /// mapping (see `Metrics::name`).
 pub(super) type Name = Arc<String>;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ResultLabels {
-    pub(super) mapping: Name,
-    pub(super) result: &'static str,
-}
+/// Labels of fixed names and values (`[("method", "signal")]`), in order;
+/// with a mapping's name as their value, `[("mapping", name)]`.
+pub(super) type Labels<const N: usize, V = &'static str> = [(&'static str, V); N];
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ReasonLabels {
-    pub(super) mapping: Name,
-    pub(super) reason: &'static str,
-}
+/// A mapping's series: `mapping="..."`.
+pub(super) type MappingLabel = Labels<1, Name>;
 
-/// Labels of fixed names and values (`[("method", "signal")]`), in order.
-pub(super) type Labels<const N: usize> = [(&'static str, &'static str); N];
+/// A mapping's series of one reason or result: `mapping="...",reason="..."`.
+pub(super) type MappingAnd = (MappingLabel, Labels<1>);
 
 pub(super) type FloatGauge = Gauge<f64, AtomicU64>;
 
