@@ -125,8 +125,20 @@ pub async fn serve(
                 () = crate::shutdown::stopped(&mut shutdown) => break,
                 accepted = listener.accept() => accepted,
             };
-            let Some(stream) = accepted_stream(accepted).await else {
-                continue;
+            // A peer gone before accept(2) is nothing; anything else (no
+            // descriptor left, no memory) is waited out.
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                    ) {
+                        tracing::warn!(error = %e, "admin port cannot accept connections");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    continue;
+                }
             };
             let (id, closed) = open.admit(&metrics);
             let (app, metrics, shutdown, open) = (
@@ -136,7 +148,7 @@ pub async fn serve(
                 Arc::clone(&open.open),
             );
             tokio::spawn(async move {
-                if let Closed::TimedOut = connection(stream, app, shutdown, closed).await {
+                if connection(stream, app, shutdown, closed).await {
                     metrics.admin_connection_closed("timeout");
                 }
                 crate::lock(&open).remove(&id);
@@ -147,26 +159,6 @@ pub async fn serve(
             tokio::task::yield_now().await;
         }
     })
-}
-
-/// The stream `accept` gave, if any. A peer gone before accept(2) is
-/// nothing; anything else (no descriptor left, no memory) is waited out.
-async fn accepted_stream(
-    accepted: std::io::Result<(tokio::net::TcpStream, SocketAddr)>,
-) -> Option<tokio::net::TcpStream> {
-    match accepted {
-        Ok((stream, _)) => Some(stream),
-        Err(e) => {
-            if !matches!(
-                e.kind(),
-                std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
-            ) {
-                tracing::warn!(error = %e, "admin port cannot accept connections");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            None
-        }
-    }
 }
 
 /// The admin connections being served, and whether the cap was reached.
@@ -208,24 +200,18 @@ impl Connections {
     }
 }
 
-/// How a connection ended.
-enum Closed {
-    /// The peer closed it, or certsync did after answering, at shutdown,
-    /// or to make room for a newer one (counted where it was closed).
-    Done,
-    /// No full request head within [`HEADER_TIMEOUT`], or past
-    /// [`CONNECTION_LIFETIME`].
-    TimedOut,
-}
-
 /// Serves one connection (HTTP/1.1) until it ends, times out or shutdown
-/// has closed it after the request in progress.
+/// has closed it after the request in progress. `true` when it timed out:
+/// no full request head within [`HEADER_TIMEOUT`], or past
+/// [`CONNECTION_LIFETIME`]; `false` when the peer closed it, or certsync
+/// did after answering, at shutdown, or to make room for a newer one
+/// (counted where it was closed).
 async fn connection(
     stream: tokio::net::TcpStream,
     app: Router,
     mut shutdown: watch::Receiver<bool>,
     mut evicted: oneshot::Receiver<()>,
-) -> Closed {
+) -> bool {
     let service = hyper::service::service_fn(move |req: axum::extract::Request<Incoming>| {
         app.clone().oneshot(req.map(axum::body::Body::new))
     });
@@ -241,13 +227,10 @@ async fn connection(
     loop {
         tokio::select! {
             served = conn.as_mut() => {
-                return match served {
-                    Err(e) if e.is_timeout() => Closed::TimedOut,
-                    _ => Closed::Done,
-                };
+                return served.is_err_and(|e| e.is_timeout());
             }
-            () = &mut lifetime => return Closed::TimedOut,
-            _ = &mut evicted => return Closed::Done,
+            () = &mut lifetime => return true,
+            _ = &mut evicted => return false,
             () = crate::shutdown::stopped(&mut shutdown), if !stopping => {
                 stopping = true;
                 conn.as_mut().graceful_shutdown();
