@@ -95,38 +95,33 @@ impl EventSink {
         let Some(client) = self.clients.borrow().clone() else {
             return;
         };
-        if let About::Pod(pod) = &self.about {
-            let (pod, event) = (pod.clone(), event(type_, reason, action, note));
-            tokio::spawn(async move {
-                let uid = pod_uid(&client, &pod).await;
-                let reference = core_v1("Pod", &pod.namespace, &pod.name, uid);
-                record(client, reference, pod.to_string(), event).await;
-            });
-            return;
-        }
-        if let Some((reference, object)) = self.reference() {
-            let event = event(type_, reason, action, note);
-            tokio::spawn(record(client, reference, object, event));
-        }
-    }
-
-    /// The object the events are about, and its name for logs.
-    fn reference(&self) -> Option<(ObjectReference, String)> {
-        Some(match &self.about {
+        let event = event(type_, reason, action, note);
+        let (reference, object) = match &self.about {
             About::Object(object, uid) => {
-                let uid = crate::lock(uid).clone();
                 let kind = format!("{:?}", object.kind);
+                let uid = crate::lock(uid).clone();
                 let reference = core_v1(&kind, &object.namespace, &object.name, uid);
                 (reference, object.to_string())
             }
             About::Csr(csr) => {
                 // Before the first request there is nothing to attach to.
-                let (name, uid) = crate::lock(csr).clone()?;
+                let Some((name, uid)) = crate::lock(csr).clone() else {
+                    return;
+                };
                 csr_reference(&name, &uid)
             }
-            // Resolved in the event's own task (`send`).
-            About::Pod(_) => return None,
-        })
+            // The uid is resolved in the event's own task.
+            About::Pod(pod) => {
+                let pod = pod.clone();
+                tokio::spawn(async move {
+                    let uid = pod_uid(&client, &pod).await;
+                    let reference = core_v1("Pod", &pod.namespace, &pod.name, uid);
+                    record(client, reference, pod.to_string(), event).await;
+                });
+                return;
+            }
+        };
+        tokio::spawn(record(client, reference, object, event));
     }
 }
 
