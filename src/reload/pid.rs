@@ -18,8 +18,8 @@ use rustix::process::pidfd_send_signal;
 mod pidfile;
 mod procs;
 use pidfile::pidfile_target;
-use procs::open_pid;
 pub use procs::{Chosen, Proc, Target, processes, select};
+use procs::{open_pid, read_link};
 
 use crate::reload::error::ReloadError;
 
@@ -39,10 +39,7 @@ pub fn find(target: &Target) -> Result<Vec<Chosen>, ReloadError> {
                 // Opened after the selection: the process must still be
                 // the one selected (same start time), else it is skipped.
                 let Some(fd) = open_pid(p.pid)? else { continue };
-                let same = procfs::process::Process::new(p.pid)
-                    .and_then(|now| now.stat())
-                    .is_ok_and(|now| now.starttime == p.start);
-                if same {
+                if read_link(p.pid).is_some_and(|now| now.start == p.start) {
                     chosen.push(Chosen {
                         pid: p.pid,
                         comm: p.comm,
@@ -91,7 +88,7 @@ mod tests {
 
     use regex::Regex;
 
-    use super::procs::{Link, own_lineage, read_link};
+    use super::procs::{Link, own_lineage};
     use super::*;
 
     fn p(pid: i32, ppid: i32, comm: &str, cmdline: &[&str]) -> Proc {
