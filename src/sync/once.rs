@@ -45,14 +45,8 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         // the run itself may take.
         let mut m = m.clone();
         m.writer.lock_timeout = Some(config.run.once_timeout);
-        let mut s = match Syncer::open(
-            m.clone(),
-            config.run.clock_skew,
-            None,
-            Arc::clone(&metrics),
-            true,
-        )
-        .await
+        let mut s = match Syncer::open(m.clone(), config.run.clock_skew, None, Arc::clone(&metrics))
+            .await
         {
             Ok((s, claim)) => {
                 claims.push(claim);

@@ -64,7 +64,6 @@ pub async fn run(
             config.run.clock_skew,
             reload.clone(),
             Arc::clone(&metrics),
-            true,
         )
         .await?;
         let (tx, rx) = watch::channel(None);

@@ -57,8 +57,8 @@ impl Syncer {
     /// revision as the last good pair, so it is served and repaired even
     /// before the source answers.
     ///
-    /// With `claim`, the target is also claimed for this daemon (a second
-    /// daemon on the same target is refused instead of fighting the
+    /// The target is also claimed for this process (a second daemon, or a
+    /// `run --once`, on the same target is refused instead of fighting the
     /// first), in the same trip to the blocking pool: `run` opens every
     /// target in turn before its source starts.
     pub async fn open(
@@ -66,8 +66,7 @@ impl Syncer {
         clock_skew: Duration,
         reload: Option<ReloadHandle>,
         metrics: Arc<Metrics>,
-        claim: bool,
-    ) -> Result<(Self, Option<crate::writer::Claim>), SyncError> {
+    ) -> Result<(Self, crate::writer::Claim), SyncError> {
         let (target, opts, name) = (
             mapping.target.clone(),
             mapping.writer.clone(),
@@ -76,7 +75,7 @@ impl Syncer {
         let (writer, live, claim, pinned) = blocking(&name, move || {
             let w = Writer::open(target, opts)?;
             let live = w.live()?;
-            let claim = if claim { Some(w.claim()?) } else { None };
+            let claim = w.claim()?;
             let pinned = w.pin().is_some();
             Ok((w, live, claim, pinned))
         })
@@ -188,11 +187,6 @@ impl Syncer {
             tracing::warn!(target: LOG, mapping = %name, revision = self.revision, "certificate is past its renewal point and no newer one has arrived; check the issuer");
             self.stale_warned = self.revision;
         }
-    }
-
-    /// Records that the source answered (with content good or refused).
-    pub fn source_ok(&self) {
-        self.metrics.source_up(&self.mapping.name, true);
     }
 
     /// Validates and publishes `bundle`. `Ok(true)` when a new revision was
@@ -361,7 +355,7 @@ mod tests {
 
     async fn open(m: Mapping) -> Syncer {
         let metrics = Arc::new(Metrics::new(0.8));
-        let opened = Syncer::open(m, Duration::from_secs(300), None, metrics, false).await;
+        let opened = Syncer::open(m, Duration::from_secs(300), None, metrics).await;
         opened.unwrap().0
     }
 

@@ -52,7 +52,7 @@ impl Watched {
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn sync_loop(
     mut syncer: Box<Syncer>,
-    _claim: Option<crate::writer::Claim>,
+    _claim: crate::writer::Claim,
     mut watched: Watched,
     mut updates: watch::Receiver<Option<Update>>,
     debounce: Duration,
@@ -87,8 +87,9 @@ pub(super) async fn sync_loop(
                 // the mapping. Unboxed, the rare write made every idle task
                 // 2.3 KiB; boxed, it costs an allocation per write instead.
                 match update {
+                    // The source answered (with content good or refused).
                     Ok(bundle) => {
-                        syncer.source_ok();
+                        syncer.metrics.source_up(&syncer.mapping.name, true);
                         let _ = Box::pin(syncer.apply(bundle)).await;
                     }
                     Err(f) => { syncer.source_failed(f); }
