@@ -18,44 +18,12 @@ use crate::config::{Config, Mapping, Source};
 use crate::dirwatch::DirWatch;
 use crate::events::{About, CsrRef, EventSink};
 use crate::metrics::Metrics;
-use crate::source::ca::{CaSource, CaSpec};
-use crate::source::csr::{CsrSource, CsrSpec};
+use crate::source::ca::CaSource;
+use crate::source::csr::CsrSource;
 use crate::source::hostdir::HostDir;
-use crate::source::secret::{KubeObject, ObjectRef};
-use crate::source::trust_bundle::{Selection, TrustBundles};
+use crate::source::secret::KubeObject;
+use crate::source::trust_bundle::TrustBundles;
 use crate::source::{SourceError, Update};
-
-pub(super) fn host_dir(m: &Mapping, dir: &std::path::Path) -> HostDir {
-    HostDir {
-        dir: dir.to_owned(),
-        layout: m.layout.clone(),
-        items: m.items.clone(),
-    }
-}
-
-pub(super) fn kube_object(m: &Mapping, object: &ObjectRef, metrics: &Arc<Metrics>) -> KubeObject {
-    KubeObject {
-        object: object.clone(),
-        items: m.items.clone(),
-        all: m.layout == crate::bundle::Layout::All,
-        optional: m.optional,
-        mapping: m.name.clone(),
-        metrics: Arc::clone(metrics),
-        uid: Arc::default(),
-    }
-}
-
-pub(super) fn trust_bundles(
-    m: &Mapping,
-    selection: &Selection,
-    metrics: &Arc<Metrics>,
-) -> TrustBundles {
-    TrustBundles {
-        selection: selection.clone(),
-        mapping: m.name.clone(),
-        metrics: Arc::clone(metrics),
-    }
-}
 
 /// Whether `run` needs the process's API client: a mapping's source uses
 /// it, or Events go on the Pod (`ca:`, `dir:` with `--events`).
@@ -116,12 +84,12 @@ impl Running<'_> {
         mut syncer: Syncer,
         tx: watch::Sender<Option<Update>>,
     ) -> (Syncer, Task) {
-        let (config, metrics, clients) = (self.config, self.metrics, self.clients);
+        let (config, clients) = (self.config, self.clients);
         let shutdown = self.shutdown.clone();
-        let task: Task = match &m.source {
-            Source::Dir(dir) => {
+        let task: Task = match make(m, self.metrics, config) {
+            Made::Dir(source) => {
                 syncer.events = self.pod_events();
-                Box::pin(host_dir(m, dir).run(
+                Box::pin(source.run(
                     self.watcher.clone(),
                     config.run.debounce,
                     config.run.resync,
@@ -129,25 +97,20 @@ impl Running<'_> {
                     shutdown,
                 ))
             }
-            Source::Kube(object) => {
-                let source = kube_object(m, object, metrics);
+            Made::Kube(source) => {
                 if config.run.events {
-                    let uid = Arc::clone(&source.uid);
-                    syncer.events = Some(EventSink::new(
-                        clients.clone(),
-                        About::Object(object.clone(), uid),
-                    ));
+                    let about = About::Object(source.object.clone(), Arc::clone(&source.uid));
+                    syncer.events = Some(EventSink::new(clients.clone(), about));
                 }
                 let watch_timeout = config.client.watch_timeout;
                 Box::pin(Box::new(source).run(clients.clone(), watch_timeout, tx, shutdown))
             }
             // A selection across the cluster: Events on certsync's Pod.
-            Source::TrustBundle(selection) => {
+            Made::TrustBundles(source) => {
                 syncer.events = self.pod_events();
-                Box::pin(trust_bundles(m, selection, metrics).run(clients.clone(), tx, shutdown))
+                Box::pin(source.run(clients.clone(), tx, shutdown))
             }
-            Source::Csr(spec) => {
-                let mut source = csr_source(m, spec, metrics, config);
+            Made::Csr(mut source) => {
                 if config.run.events {
                     source.events = Some(EventSink::new(
                         clients.clone(),
@@ -156,17 +119,16 @@ impl Running<'_> {
                     syncer.events = source.events.clone();
                 }
                 let clients = clients.clone();
-                let hold = PinHold::new(m, metrics, config, self.shutdown);
+                let hold = PinHold::new(m, self.metrics, config, self.shutdown);
                 Box::pin(hold.run(move |live| {
                     let run = source.clone();
                     run.run(clients.clone(), live, tx.clone(), shutdown.clone())
                 }))
             }
-            Source::Ca(spec) => {
-                let mut source = ca_source(m, spec, metrics, config);
+            Made::Ca(mut source) => {
                 source.events = self.pod_events();
                 syncer.events = source.events.clone();
-                let hold = PinHold::new(m, metrics, config, self.shutdown);
+                let hold = PinHold::new(m, self.metrics, config, self.shutdown);
                 Box::pin(
                     hold.run(move |live| source.clone().run(live, tx.clone(), shutdown.clone())),
                 )
@@ -185,31 +147,23 @@ pub(super) async fn read_once(
     live: Option<Bundle>,
     config: &Config,
 ) -> Result<Bundle, Failure> {
-    let issued = match &m.source {
-        Source::Dir(dir) => {
-            let src = host_dir(m, dir);
+    let issued = match make(m, metrics, config) {
+        Made::Dir(src) => {
             return match crate::blocking(move || src.read()).await {
                 Ok(r) => r.map_err(|e| Arc::new(e.into())),
                 Err(e) => Err(Arc::new(e.into())),
             };
         }
-        Source::Kube(object) => {
+        Made::Kube(source) => {
             let client = client.clone()?;
-            return kube_object(m, object, metrics)
-                .get(client)
-                .await
-                .map_err(|e| Arc::new(e.into()));
+            return source.get(client).await.map_err(|e| Arc::new(e.into()));
         }
-        Source::TrustBundle(selection) => {
+        Made::TrustBundles(source) => {
             let client = client.clone()?;
-            return trust_bundles(m, selection, metrics)
-                .get(client)
-                .await
-                .map_err(Arc::new);
+            return source.get(client).await.map_err(Arc::new);
         }
-        Source::Csr(spec) => {
-            let source = csr_source(m, spec, metrics, config);
-            if spec.bootstrap.is_none() {
+        Made::Csr(source) => {
+            if source.spec.bootstrap.is_none() {
                 client.clone()?;
             }
             let (_clients_tx, mut clients) = watch::channel(client.clone().ok());
@@ -223,7 +177,7 @@ pub(super) async fn read_once(
             let issued = source.once(&client, live.as_ref()).await;
             issued.map_err(|e| SourceError::Csr(Box::new(e)))
         }
-        Source::Ca(spec) => ca_source(m, spec, metrics, config)
+        Made::Ca(source) => source
             .once(live.as_ref())
             .await
             .map_err(|e| SourceError::Ca(Box::new(e))),
@@ -235,43 +189,63 @@ pub(super) async fn read_once(
         .ok_or_else(|| Arc::new(SourceError::NoLivePair))
 }
 
-pub(super) fn csr_source(
-    m: &Mapping,
-    spec: &CsrSpec,
-    metrics: &Arc<Metrics>,
-    config: &Config,
-) -> CsrSource {
-    CsrSource {
-        spec: Arc::new(spec.clone()),
-        mapping: m.name.clone(),
-        metrics: Arc::clone(metrics),
-        clock_skew: config.run.clock_skew,
-        target: m.target.clone(),
-        settings: config.client.clone(),
-        current: CsrRef::default(),
-        events: None,
-        renew_floor: config.run.csr_renew_floor,
-    }
+/// A mapping's source, made from its settings: what `run` starts and
+/// `run --once` reads.
+enum Made {
+    Dir(HostDir),
+    Kube(KubeObject),
+    TrustBundles(TrustBundles),
+    Csr(CsrSource),
+    Ca(CaSource),
 }
 
-pub(super) fn ca_source(
-    m: &Mapping,
-    spec: &CaSpec,
-    metrics: &Arc<Metrics>,
-    config: &Config,
-) -> CaSource {
-    CaSource {
-        spec: Arc::new(spec.clone()),
-        mapping: m.name.clone(),
-        metrics: Arc::clone(metrics),
-        clock_skew: config.run.clock_skew,
-        renew_floor: config.run.csr_renew_floor,
-        recheck: config.run.resync,
-        events: None,
-        template_due: Arc::default(),
-        template_is_copy: m.update_pair.as_ref().is_some_and(|p| {
-            let name = p.file_name().unwrap_or_default().to_string_lossy();
-            spec.template.as_ref() == Some(&p.with_file_name(format!("{name}.crt")))
+fn make(m: &Mapping, metrics: &Arc<Metrics>, config: &Config) -> Made {
+    let (mapping, metrics) = (m.name.clone(), Arc::clone(metrics));
+    let (clock_skew, renew_floor) = (config.run.clock_skew, config.run.csr_renew_floor);
+    match &m.source {
+        Source::Dir(dir) => Made::Dir(HostDir {
+            dir: dir.clone(),
+            layout: m.layout.clone(),
+            items: m.items.clone(),
+        }),
+        Source::Kube(object) => Made::Kube(KubeObject {
+            object: object.clone(),
+            items: m.items.clone(),
+            all: m.layout == crate::bundle::Layout::All,
+            optional: m.optional,
+            mapping,
+            metrics,
+            uid: Arc::default(),
+        }),
+        Source::TrustBundle(selection) => Made::TrustBundles(TrustBundles {
+            selection: selection.clone(),
+            mapping,
+            metrics,
+        }),
+        Source::Csr(spec) => Made::Csr(CsrSource {
+            spec: Arc::from(spec.clone()),
+            mapping,
+            metrics,
+            clock_skew,
+            target: m.target.clone(),
+            settings: config.client.clone(),
+            current: CsrRef::default(),
+            events: None,
+            renew_floor,
+        }),
+        Source::Ca(spec) => Made::Ca(CaSource {
+            spec: Arc::from(spec.clone()),
+            mapping,
+            metrics,
+            clock_skew,
+            renew_floor,
+            recheck: config.run.resync,
+            events: None,
+            template_due: Arc::default(),
+            template_is_copy: m.update_pair.as_ref().is_some_and(|p| {
+                let name = p.file_name().unwrap_or_default().to_string_lossy();
+                spec.template.as_ref() == Some(&p.with_file_name(format!("{name}.crt")))
+            }),
         }),
     }
 }
