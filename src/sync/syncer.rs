@@ -12,7 +12,7 @@ use crate::config::{Mapping, Source};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reload::ReloadHandle;
-use crate::validate::{self, Policy, ValidationError};
+use crate::validate::{self, Policy};
 use crate::writer::{Outcome, Writer};
 
 /// Why a source could not be read, shared with the channel it came from.
@@ -194,9 +194,13 @@ impl Syncer {
     pub async fn apply(&mut self, bundle: Bundle) -> Result<bool, SyncError> {
         let hash = bundle.hash();
         let policy = self.policy();
-        // The last good bundle passed already; anything else is checked.
+        // The last good bundle passed already; anything else is checked,
+        // on a blocking thread: parsing outside bytes must not hold a
+        // runtime thread, which the admin port and every other mapping share.
         let known_good = self.last_good.as_ref().is_some_and(|g| g.hash() == hash);
-        if !known_good && let Err(source) = self.validate(&bundle, policy).await? {
+        let b = bundle.clone();
+        let check = move || validate::validate(&b, &policy);
+        if !known_good && let Err(source) = off_runtime(&self.mapping.name, check).await? {
             self.pending = Some(bundle);
             let err = SyncError::Rejected {
                 mapping: self.mapping.name.clone(),
@@ -222,18 +226,6 @@ impl Syncer {
                 Err(e)
             }
         }
-    }
-
-    /// [`validate::validate`] on a blocking thread: parsing outside bytes
-    /// must not hold a runtime thread, which the admin port and every other
-    /// mapping share.
-    async fn validate(
-        &self,
-        bundle: &Bundle,
-        policy: Policy,
-    ) -> Result<Result<Option<validate::Leaf>, ValidationError>, SyncError> {
-        let b = bundle.clone();
-        off_runtime(&self.mapping.name, move || validate::validate(&b, &policy)).await
     }
 
     /// Records that the source could not be read; the target is untouched.
@@ -273,11 +265,10 @@ impl Syncer {
         let key = (hash, err.to_string());
         let name = &self.mapping.name;
         // What the source sent, refused: an Event says so.
-        let (reason, refused) = match err {
+        let (result, reason, refused) = match err {
             SyncError::Rejected { source, .. } => {
                 self.metrics.rejected(name, source.reason());
-                self.metrics.sync(name, "rejected");
-                (source.reason(), Some(source.to_string()))
+                ("rejected", source.reason(), Some(source.to_string()))
             }
             SyncError::Source { source, .. } => {
                 let reason = source.reason();
@@ -291,35 +282,25 @@ impl Syncer {
                     self.metrics.rejected(name, reason);
                 }
                 self.metrics.source_up(name, refused);
-                self.metrics.sync(name, "source_error");
-                (reason, refused.then(|| source.to_string()))
+                ("source_error", reason, refused.then(|| source.to_string()))
             }
             SyncError::Writer { .. } | SyncError::Task { .. } | SyncError::Watcher(_) => {
-                self.metrics.sync(name, "error");
-                ("write_failed", None)
+                ("error", "write_failed", None)
             }
-            SyncError::Copy {
-                copy: Copy::Kubeconfig,
-                ..
-            } => {
-                self.metrics.sync(name, "kubeconfig_error");
-                ("kubeconfig_failed", None)
-            }
-            SyncError::Copy {
-                copy: Copy::Pair, ..
-            } => {
-                self.metrics.sync(name, "pair_error");
-                ("pair_failed", None)
-            }
+            SyncError::Copy { copy, .. } => match copy {
+                Copy::Kubeconfig => ("kubeconfig_error", "kubeconfig_failed", None),
+                Copy::Pair => ("pair_error", "pair_failed", None),
+            },
         };
+        self.metrics.sync(name, result);
         if self.last_problem.as_ref() == Some(&key) {
             tracing::debug!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "still failing");
         } else {
-            if self.last_good.is_some() {
-                tracing::error!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "keeping the last good files");
-            } else {
-                tracing::error!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "nothing published yet; the target is left as it is");
-            }
+            let kept = match self.last_good {
+                Some(_) => "keeping the last good files",
+                None => "nothing published yet; the target is left as it is",
+            };
+            tracing::error!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "{kept}");
             if let (Some(events), Some(refused)) = (&self.events, refused) {
                 events.rejected(format!(
                     "{reason}: {refused}; the last good files stay in place"
@@ -381,7 +362,7 @@ mod tests {
             matches!(
                 err,
                 SyncError::Rejected {
-                    source: ValidationError::KeyMismatch { .. },
+                    source: validate::ValidationError::KeyMismatch { .. },
                     ..
                 }
             ),
