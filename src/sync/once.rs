@@ -62,7 +62,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
             warn_pinned(&m.name, &m.target);
             continue;
         }
-        let result = match read_once(&m, &client, &metrics, s.live(), config).await {
+        let result = match read_once(&m, &client, &metrics, s.last_good.clone(), config).await {
             Ok(bundle) => s.apply(bundle).await.map(|_| ()),
             Err(f) => Err(s.source_failed(f)),
         };

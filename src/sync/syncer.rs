@@ -23,8 +23,9 @@ pub struct Syncer {
     pub(super) mapping: Mapping,
     pub(super) writer: Writer,
     clock_skew: Duration,
-    /// What drift repair restores.
-    last_good: Option<Bundle>,
+    /// What drift repair restores: the live revision adopted at open, or
+    /// the newest one published.
+    pub(super) last_good: Option<Bundle>,
     /// The newest update not (yet) published, retried on every resync:
     /// a not-yet-valid certificate becomes valid with time.
     pending: Option<Bundle>,
@@ -122,12 +123,6 @@ impl Syncer {
         Ok((s, claim))
     }
 
-    /// The last good bundle: the live revision adopted at open, or the
-    /// newest one published.
-    pub fn live(&self) -> Option<Bundle> {
-        self.last_good.clone()
-    }
-
     fn policy(&self) -> Policy {
         // A CA from ClusterTrustBundles is bounded by its source
         // (`validate::MAX_TRUST_BUNDLES_SIZE`), not by one object's 1 MiB.
@@ -173,19 +168,6 @@ impl Syncer {
             let file = self.mapping.target.join(crate::bundle::CERT_FILE);
             tracing::warn!(target: LOG, mapping = %self.mapping.name, file = %file.display(), not_after = %validate::rfc3339(not_after), "the live certificate has expired; it stays in place until a new one is issued");
             self.expired_warned = self.revision;
-        }
-    }
-
-    /// Warns once per revision when its certificate passed the stale
-    /// fraction of its lifetime and nothing newer has arrived.
-    fn check_stale(&mut self) {
-        let name = &self.mapping.name;
-        if self.revision.is_some()
-            && self.stale_warned != self.revision
-            && self.metrics.is_stale(name)
-        {
-            tracing::warn!(target: LOG, mapping = %name, revision = self.revision, "certificate is past its renewal point and no newer one has arrived; check the issuer");
-            self.stale_warned = self.revision;
         }
     }
 
@@ -247,7 +229,16 @@ impl Syncer {
             return;
         }
         self.repair().await;
-        self.check_stale();
+        // Warned once per revision when its certificate passed the stale
+        // fraction of its lifetime and nothing newer has arrived.
+        let name = &self.mapping.name;
+        if self.revision.is_some()
+            && self.stale_warned != self.revision
+            && self.metrics.is_stale(name)
+        {
+            tracing::warn!(target: LOG, mapping = %name, revision = self.revision, "certificate is past its renewal point and no newer one has arrived; check the issuer");
+            self.stale_warned = self.revision;
+        }
         self.check_expired();
     }
 
