@@ -77,10 +77,8 @@ pub(super) async fn sync_loop(
                 if changed.is_err() {
                     return; // the source task ended (shutdown)
                 }
-                let update = match &*updates.borrow_and_update() {
-                    Some(Ok(b)) => Ok(b.clone()),
-                    Some(Err(e)) => Err(std::sync::Arc::clone(e)),
-                    None => continue,
+                let Some(update) = updates.borrow_and_update().clone() else {
+                    continue;
                 };
                 // The write paths are boxed: a task's allocation is the
                 // size of its largest await state, and it lives as long as
