@@ -54,12 +54,11 @@ pub struct HttpHook {
     config: HttpHookConfig,
     /// `METHOD URL` for logs, without the URL's user:password.
     described: String,
-    /// The URL to request: without userinfo, which becomes `basic`.
+    /// The URL to request: without userinfo, which becomes the last header.
     uri: Uri,
-    /// `Authorization: Basic` from the URL's `user:password`, as browsers
-    /// and curl send it.
-    basic: Option<HeaderValue>,
     method: Method,
+    /// As given, then `Authorization: Basic` from the URL's
+    /// `user:password`, as browsers and curl send it.
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
@@ -104,7 +103,7 @@ impl HttpHook {
         let (uri, basic) = split_userinfo(&given).map_err(|e| url_err(e.to_string()))?;
         let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| url_err(format!("{:?} is not an HTTP method", c.method)))?;
-        let headers = c
+        let mut headers = c
             .headers
             .iter()
             .map(|h| {
@@ -115,6 +114,7 @@ impl HttpHook {
                 Ok((name, value))
             })
             .collect::<Result<Vec<_>, ReloadError>>()?;
+        headers.extend(basic.map(|basic| (AUTHORIZATION, basic)));
 
         // ring, the provider certsync uses everywhere (docs/security.md, Crypto provider).
         // Installing twice is harmless.
@@ -124,7 +124,6 @@ impl HttpHook {
             config: c.clone(),
             described: format!("{method} {}", redact_text(&c.url)),
             uri,
-            basic,
             method,
             headers,
         };
@@ -243,9 +242,6 @@ impl HttpHook {
             .uri(self.uri.clone());
         for (name, value) in &self.headers {
             req = req.header(name, value);
-        }
-        if let Some(basic) = &self.basic {
-            req = req.header(AUTHORIZATION, basic);
         }
         if let Some(path) = &self.config.bearer_token_file {
             req = req.header(AUTHORIZATION, bearer_token(path)?);
