@@ -19,4 +19,3 @@ mod task;
 pub use error::SyncError;
 pub use once::once;
 pub use run::{SHUTDOWN_GRACE, log_plan, run};
-pub use syncer::Syncer;

@@ -27,17 +27,6 @@ pub(super) async fn target_pinned(target: &std::path::Path) -> bool {
         .is_some()
 }
 
-/// The live pair on disk, if intact.
-async fn live_on_disk(target: &std::path::Path) -> Option<Bundle> {
-    let target = target.to_owned();
-    crate::blocking(move || Writer::existing(target).ok()?.live().ok()?)
-        .await
-        .ok()
-        .flatten()
-        .filter(|l| l.problem.is_none())
-        .map(|l| l.bundle)
-}
-
 /// Runs an issuing source (`ca:`, `csr:`) only while its target holds no
 /// rollback pin: each pair it makes is new, so none can stand for "the
 /// source changed" (what releases the pin of other sources), and issuing
@@ -94,7 +83,15 @@ impl PinHold {
                 self.metrics.pinned(mapping, false);
                 tracing::info!(target: LOG, %mapping, "the rollback pin was removed; the mapping issues again");
             }
-            let run = start(live_on_disk(target).await);
+            // From the live pair on disk, if intact.
+            let t = target.clone();
+            let live = crate::blocking(move || Writer::existing(t).ok()?.live().ok()?).await;
+            let run = start(
+                live.ok()
+                    .flatten()
+                    .filter(|l| l.problem.is_none())
+                    .map(|l| l.bundle),
+            );
             tokio::pin!(run);
             loop {
                 tokio::select! {
