@@ -242,6 +242,7 @@ pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), Kub
         &d,
         name,
         mode,
+        None,
         bytes,
         &host(dir, parent),
     )?)

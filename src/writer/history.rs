@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cap_fs_ext::DirExt;
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 
 use super::error::{Ctx, WriterError};
-use super::layout::{DATA, FOUND_REVISION, HISTORY, REV_PREFIX, RevisionProblem, TMP_PREFIX, own};
+use super::layout::{DATA, FOUND_REVISION, HISTORY, REV_PREFIX, RevisionProblem, TMP_PREFIX};
 use super::revision::{
-    Revision, fsync, list, parse_rev, read_file, read_link, read_revision_at, remove_any, rev_name,
+    Revision, fsync, list, open_own, parse_rev, read_file, read_link, read_revision_at, remove_any,
+    rev_name,
 };
 use super::target::{Writer, WriterOptions, is_key};
 use crate::bundle::Bundle;
@@ -28,37 +29,29 @@ pub struct RevisionInfo {
 /// `..history`, opened without following and created if missing; what
 /// else is under that name is removed first, never followed.
 pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError> {
-    let path = target.join(HISTORY);
-    match root.symlink_metadata(HISTORY) {
-        Ok(m) if m.is_dir() && own(m.uid(), m.mode()).is_ok() => {}
-        other => {
-            if other.is_ok() {
-                remove_any(root, HISTORY, &path)?;
-            }
-            root.create_dir_with(HISTORY, DirBuilder::new().mode(0o700))
-                .ctx("create history", &path)?;
-        }
+    if let Ok(h) = open_own(root, HISTORY) {
+        return Ok(h);
     }
+    let path = target.join(HISTORY);
+    if root.symlink_metadata(HISTORY).is_ok() {
+        remove_any(root, HISTORY, &path)?;
+    }
+    root.create_dir_with(HISTORY, DirBuilder::new().mode(0o700))
+        .ctx("create history", &path)?;
     root.open_dir_nofollow(HISTORY).ctx("open history", &path)
 }
 
-/// `name` in `root`, opened without following, if it is a directory of
-/// certsync's own ([`own`]); one that is not is never read.
-pub(super) fn own_dir(root: &Dir, name: &str) -> Option<Dir> {
-    let d = root.open_dir_nofollow(name).ok()?;
-    let m = d.dir_metadata().ok()?;
-    own(m.uid(), m.mode()).is_ok().then_some(d)
-}
-
-/// History entries by revision number → directory name.
-pub(super) fn history_names(root: &Dir) -> Result<BTreeMap<u64, String>, WriterError> {
-    let Some(h) = own_dir(root, HISTORY) else {
-        return Ok(BTreeMap::new());
+/// `..history` if it is certsync's own ([`open_own`]; one that is not is
+/// never read), and its entries by revision number → directory name.
+pub(super) fn history(root: &Dir) -> Result<(Option<Dir>, BTreeMap<u64, String>), WriterError> {
+    let Ok(h) = open_own(root, HISTORY) else {
+        return Ok((None, BTreeMap::new()));
     };
-    Ok(list(&h, Path::new(HISTORY))?
+    let names = list(&h, Path::new(HISTORY))?
         .into_iter()
         .filter_map(|n| Some((parse_rev(&n)?.0, n)))
-        .collect())
+        .collect();
+    Ok((Some(h), names))
 }
 
 /// The modes and owner of a revision's files, restored by a rollback.
@@ -105,9 +98,8 @@ impl Writer {
                 info(root, n, self.path(n), n.strip_prefix(REV_PREFIX)?, live)
             })
             .collect();
-        if let Some(h) = own_dir(root, HISTORY) {
+        if let (Some(h), names) = history(root)? {
             let base = self.path(HISTORY);
-            let names = history_names(root)?;
             out.extend(
                 names
                     .values()
@@ -125,7 +117,7 @@ impl Writer {
         let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
             return Ok(());
         };
-        let Some(src) = own_dir(root, dir_name) else {
+        let Ok(src) = open_own(root, dir_name) else {
             // Not certsync's: not to keep, nor to restore later.
             return remove_any(root, dir_name, &src_path);
         };
@@ -168,15 +160,13 @@ impl Writer {
         changed |= self.remove_planted_history(root)?;
         // The pair found before certsync's first publish (kubeadm's) is the
         // way back to what was there: never pruned, not counted.
-        let mut history = history_names(root)?;
-        history.remove(&FOUND_REVISION);
-        let excess = history
-            .len()
-            .saturating_sub(self.opts.keep.saturating_sub(1));
+        let (h, mut names) = history(root)?;
+        names.remove(&FOUND_REVISION);
+        let excess = names.len().saturating_sub(self.opts.keep.saturating_sub(1));
         if excess > 0
-            && let Some(h) = own_dir(root, HISTORY)
+            && let Some(h) = h
         {
-            for name in history.values().take(excess) {
+            for name in names.values().take(excess) {
                 remove_any(&h, name, &self.path(HISTORY).join(name))?;
             }
             fsync(&h, &self.path(HISTORY))?;
@@ -189,24 +179,21 @@ impl Writer {
     }
 
     /// Removes a `..history` that is not certsync's own, and entries in it
-    /// that are not ([`own`]): whoever made them chose what `rollback` would
+    /// that are not ([`open_own`]): whoever made them chose what `rollback` would
     /// restore. Whether anything went.
     fn remove_planted_history(&self, root: &Dir) -> Result<bool, WriterError> {
         let path = self.path(HISTORY);
         if root.symlink_metadata(HISTORY).is_err() {
             return Ok(false);
         }
-        let Some(h) = own_dir(root, HISTORY) else {
+        let Ok(h) = open_own(root, HISTORY) else {
             tracing::warn!(path = %path.display(), "removed a ..history certsync did not make; not read");
             remove_any(root, HISTORY, &path)?;
             return Ok(true);
         };
         let mut removed = false;
         for name in list(&h, &path)? {
-            let planted = h
-                .symlink_metadata(&name)
-                .map_or(true, |m| !m.is_dir() || own(m.uid(), m.mode()).is_err());
-            if planted {
+            if open_own(&h, &name).is_err() {
                 let entry = path.join(&name);
                 tracing::warn!(path = %entry.display(), "removed a history entry certsync did not make; not restored");
                 remove_any(&h, &name, &entry)?;

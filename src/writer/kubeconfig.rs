@@ -6,7 +6,7 @@
 //! - The file and every directory above it can be changed by root (or
 //!   certsync's user) only ([`copy_dir`], [`read_copy`]), else refused.
 //!   The file is read and replaced beneath that one handle
-//!   ([`replace_file_in`], its owner and mode kept).
+//!   ([`replace_beneath`], its owner and mode kept).
 //! - Everything but the two data fields of that one user is kept as parsed
 //!   (the order of keys too); a user who authenticates any other way too
 //!   is refused: embedding data beside it would change what the file means.
@@ -20,7 +20,7 @@ use cap_std::fs::Dir;
 
 use super::error::{CA_DATA, CERT_DATA, KEY_DATA, WriterError};
 use super::pair::CopyUpdate;
-use super::revision::{FileMeta, copy_dir, read_copy, replace_file_in};
+use super::revision::{FileMeta, copy_dir, read_copy, replace_beneath};
 
 use base64::Engine as _;
 use serde_yaml_ng::{Mapping, Value};
@@ -201,7 +201,7 @@ fn parent(path: &Path) -> &Path {
 
 fn write_back(o: &Opened, path: &Path, text: &str) -> Result<(), WriterError> {
     let (mode, uid, gid) = o.meta;
-    replace_file_in(
+    replace_beneath(
         &o.dir,
         &o.name,
         mode,

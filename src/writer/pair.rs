@@ -7,7 +7,7 @@
 //! - The directory and every one above it can be changed by root (or
 //!   certsync's user) only ([`copy_dir`], [`read_copy`]), else refused,
 //!   never repaired.
-//! - Each file is replaced beneath that one handle ([`replace_file_in`]),
+//! - Each file is replaced beneath that one handle ([`replace_beneath`]),
 //!   never written in place; the key is always 0600, the certificate
 //!   keeps its mode (0644 when new).
 //! - Only a leaf pair is replaced ([`replaceable`]).
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use cap_std::fs::Dir;
 
 use super::error::WriterError;
-use super::revision::{copy_dir, read_copy, replace_file_in};
+use super::revision::{copy_dir, read_copy, replace_beneath};
 
 pub const CERT_EXT: &str = "crt";
 pub const KEY_EXT: &str = "key";
@@ -161,14 +161,14 @@ pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate,
     let before = old_cert.as_ref().map(|(b, _)| b.clone());
     let write_cert = |old: Option<(Vec<u8>, u32)>| -> Result<(), WriterError> {
         let mode = old.map_or(0o644, |(_, m)| m & 0o7777);
-        replace_file_in(&o.dir, &o.cert, mode, None, cert, &o.dir_path)
+        replace_beneath(&o.dir, &o.cert, mode, None, cert, &o.dir_path)
     };
     let cert_differs = !same(&old_cert, cert);
     if new_pair {
         write_cert(None)?;
     }
     if !key_ok {
-        replace_file_in(&o.dir, &o.key, 0o600, None, key, &o.dir_path)?;
+        replace_beneath(&o.dir, &o.key, 0o600, None, key, &o.dir_path)?;
     }
     if cert_differs && !new_pair {
         write_cert(old_cert)?;

@@ -5,7 +5,7 @@ use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 
 use super::error::{Ctx, WriterError};
-use super::history::history_names;
+use super::history::history;
 use super::layout::{DATA, REV_PREFIX};
 use super::revision::{
     create_file, fsync, list, parse_rev, read_link, remove_any, replace_symlink, rev_name,
@@ -91,7 +91,7 @@ impl Writer {
             .into_iter()
             .chain(read_link(root, DATA))
             .filter_map(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0));
-        let history = history_names(root)?.into_keys();
+        let history = history(root)?.1.into_keys();
         Ok(revs.chain(history).max().unwrap_or(0) + 1)
     }
 

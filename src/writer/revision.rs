@@ -42,22 +42,13 @@ pub(super) struct Revision {
     pub(super) links: BTreeMap<String, u64>,
 }
 
-/// Reads the revision directory `name` of `parent` (never through a
-/// symlink), if it is certsync's own ([`own`]).
-pub(super) fn read_revision_at(
-    parent: &Dir,
-    name: &str,
-    shown: &Path,
-) -> Result<Revision, RevisionProblem> {
-    let unopenable = |p: String| RevisionProblem::Unreadable(format!("{}: {p}", shown.display()));
-    let dir = parent
-        .open_dir_nofollow(name)
-        .map_err(|e| unopenable(not_a_dir(e)))?;
-    dir.dir_metadata()
-        .map_err(|e| e.to_string())
-        .and_then(|m| own(m.uid(), m.mode()).map_err(|p| p.to_string()))
-        .map_err(unopenable)?;
-    read_revision(&dir, shown)
+/// `name` in `parent`, opened without following, if it is a directory of
+/// certsync's own ([`own`]); else why not. One that is not is never read.
+pub(super) fn open_own(parent: &Dir, name: &str) -> Result<Dir, String> {
+    let dir = parent.open_dir_nofollow(name).map_err(not_a_dir)?;
+    let m = dir.dir_metadata().map_err(|e| e.to_string())?;
+    own(m.uid(), m.mode()).map_err(|p| p.to_string())?;
+    Ok(dir)
 }
 
 pub(super) fn not_a_dir(e: io::Error) -> String {
@@ -67,13 +58,21 @@ pub(super) fn not_a_dir(e: io::Error) -> String {
     }
 }
 
-/// Reads a revision directory's regular files with their modes and owners.
-pub(super) fn read_revision(dir: &Dir, shown: &Path) -> Result<Revision, RevisionProblem> {
+/// Reads the revision directory `name` of `parent` (never through a
+/// symlink), if it is certsync's own ([`open_own`]): its regular files
+/// with their modes and owners.
+pub(super) fn read_revision_at(
+    parent: &Dir,
+    name: &str,
+    shown: &Path,
+) -> Result<Revision, RevisionProblem> {
     let unreadable = |e: &dyn std::fmt::Display| RevisionProblem::Unreadable(e.to_string());
+    let dir =
+        open_own(parent, name).map_err(|p| unreadable(&format!("{}: {p}", shown.display())))?;
     let mut rev = Revision::default();
-    for name in list(dir, shown).map_err(|e| unreadable(&e))? {
+    for name in list(&dir, shown).map_err(|e| unreadable(&e))? {
         let path = shown.join(&name);
-        let (bytes, meta, links) = read_file(dir, &name, &path).map_err(|e| unreadable(&e))?;
+        let (bytes, meta, links) = read_file(&dir, &name, &path).map_err(|e| unreadable(&e))?;
         rev.bundle
             .insert(&name, bytes, path.display().to_string())
             .map_err(|e| unreadable(&e))?;
@@ -165,11 +164,13 @@ pub(super) fn read_file(
             e => e,
         },
     )?;
-    let file = walked.open_read()?;
     let st = &walked.st;
-    let meta = (st.st_mode & 0o7777, st.st_uid, st.st_gid);
-    let bytes = beneath::read_capped(file, path, MAX_PUBLISHED_SIZE as u64)?;
-    Ok((bytes, meta, st.st_nlink))
+    let bytes = walked.read(MAX_PUBLISHED_SIZE as u64)?;
+    Ok((
+        bytes,
+        (st.st_mode & 0o7777, st.st_uid, st.st_gid),
+        st.st_nlink,
+    ))
 }
 
 /// Creates `name` in `dir` with exactly `mode` (never more permissive on
@@ -208,8 +209,9 @@ pub(super) fn create_file(
 /// Replaces `name` in `dir` with `bytes` atomically: a temporary file
 /// created with `mode` (and `owner`, else certsync's user), written,
 /// fsynced, renamed over `name`, the directory fsynced. Readers see the
-/// old file or the new one, never part.
-pub(super) fn replace_file_in(
+/// old file or the new one, never part. `dir` is a handle the caller
+/// opened (never its path again).
+pub fn replace_beneath(
     dir: &Dir,
     name: &str,
     mode: u32,
@@ -252,7 +254,7 @@ pub(super) fn tmp_name(name: &str) -> String {
     format!("{TMP_PREFIX}-{}.tmp", &name[..cut])
 }
 
-/// [`replace_file_in`] for a path that is not a target: its directory
+/// [`replace_beneath`] for a path that is not a target: its directory
 /// opened through [`crate::files::owned_dir`] (root's or certsync's user's
 /// and written by no one else, all the way): a directory another user
 /// could swap for a link would choose where root writes.
@@ -268,19 +270,7 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
         dir: parent.to_owned(),
         problem,
     })?;
-    replace_file_in(&dir, name, mode, None, bytes, parent)
-}
-
-/// [`replace_file_in`] beneath a handle the caller opened, the new file
-/// certsync's user's.
-pub fn replace_beneath(
-    dir: &Dir,
-    name: &str,
-    mode: u32,
-    bytes: &[u8],
-    shown: &Path,
-) -> Result<(), WriterError> {
-    replace_file_in(dir, name, mode, None, bytes, shown)
+    replace_beneath(&dir, name, mode, None, bytes, parent)
 }
 
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {

@@ -6,11 +6,11 @@ use std::path::Path;
 use cap_std::fs::Dir;
 
 use super::error::WriterError;
-use super::history::{history_names, options_of, own_dir};
+use super::history::{history, options_of};
 use super::layout::{HISTORY, PIN, RevisionProblem, own};
 use super::publish::Outcome;
 use super::revision::{
-    Revision, as_written, parse_rev, read_file, read_revision_at, replace_file_in,
+    Revision, as_written, parse_rev, read_file, read_revision_at, replace_beneath,
 };
 use super::target::Writer;
 use crate::beneath::PathError;
@@ -92,26 +92,24 @@ impl Writer {
         let live = self
             .live_in(&root)?
             .ok_or_else(|| err(WriterError::NoLiveRevision))?;
-        let history = history_names(&root)?;
+        let (h, names) = history(&root)?;
         let (&number, name) = match to {
-            Some(n) => history
+            Some(n) => names
                 .get_key_value(&n)
                 .ok_or_else(|| err(WriterError::NotInHistory(n)))?,
-            None => history
+            None => names
                 .iter()
                 .next_back()
                 .ok_or_else(|| err(WriterError::NoHistory))?,
         };
         let shown = self.path(HISTORY).join(name);
-        let revision = own_dir(&root, HISTORY)
-            .ok_or_else(|| err(WriterError::NoHistory))
-            .and_then(|h| {
-                read_revision_at(&h, name, &shown)
-                    .and_then(|r| as_written(&r, &shown).map(|()| r))
-                    .and_then(|r| unchanged(&r, name, &shown).map(|()| r))
-                    .and_then(|r| certsyncs_own(&r, &shown).map(|()| r))
-                    .map_err(|problem| err(WriterError::RevisionUntrusted { number, problem }))
-            })?;
+        let revision = h.ok_or_else(|| err(WriterError::NoHistory)).and_then(|h| {
+            read_revision_at(&h, name, &shown)
+                .and_then(|r| as_written(&r, &shown).map(|()| r))
+                .and_then(|r| unchanged(&r, name, &shown).map(|()| r))
+                .and_then(|r| certsyncs_own(&r, &shown).map(|()| r))
+                .map_err(|problem| err(WriterError::RevisionUntrusted { number, problem }))
+        })?;
         check(&revision.bundle).map_err(|problem| err(WriterError::Refused { number, problem }))?;
         let restorer = Self {
             opts: options_of(&revision, usize::MAX),
@@ -126,7 +124,7 @@ impl Writer {
             revision.bundle.hash(),
             live.hash
         );
-        replace_file_in(&root, PIN, 0o644, None, text.as_bytes(), &self.target)?;
+        replace_beneath(&root, PIN, 0o644, None, text.as_bytes(), &self.target)?;
         Ok(RolledBack {
             from_history: number,
             revision: new,

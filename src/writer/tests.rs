@@ -17,7 +17,7 @@ impl Writer {
     }
 
     pub fn history(&self) -> Result<BTreeMap<u64, String>, WriterError> {
-        super::history::history_names(&self.root(false)?)
+        Ok(super::history::history(&self.root(false)?)?.1)
     }
 }
 
