@@ -99,12 +99,20 @@ fn attack_a_kubeconfig_directory_swapped_after_it_was_judged_is_not_written() {
 fn refused_way(copy: &Path) -> crate::files::OwnedError {
     let problem = if copy.extension().is_some() {
         match check_kubeconfig(copy) {
-            Err(WriterError::Kubeconfig { problem, .. }) => *problem,
+            Err(WriterError::Of {
+                what: "update-kubeconfig",
+                problem,
+                ..
+            }) => *problem,
             other => panic!("{}: not refused: {other:?}", copy.display()),
         }
     } else {
         match check_pair(copy) {
-            Err(WriterError::Pair { problem, .. }) => *problem,
+            Err(WriterError::Of {
+                what: "update-pair",
+                problem,
+                ..
+            }) => *problem,
             other => panic!("{}: not refused: {other:?}", copy.display()),
         }
     };

@@ -56,9 +56,12 @@ pub enum WriterError {
     },
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
-    #[error("target {target}: {problem}")]
-    Rollback {
-        target: PathBuf,
+    /// What a refusal concerns: `what` (`target` for a rollback,
+    /// `update-kubeconfig`, `update-pair`) and its path.
+    #[error("{what} {path}: {problem}")]
+    Of {
+        what: &'static str,
+        path: PathBuf,
         #[source]
         problem: Box<WriterError>,
     },
@@ -78,18 +81,6 @@ pub enum WriterError {
         lock: PathBuf,
         held_by: String,
         after: Option<std::time::Duration>,
-    },
-    #[error("update-kubeconfig {path}: {problem}")]
-    Kubeconfig {
-        path: PathBuf,
-        #[source]
-        problem: Box<WriterError>,
-    },
-    #[error("update-pair {prefix}: {problem}")]
-    Pair {
-        prefix: PathBuf,
-        #[source]
-        problem: Box<WriterError>,
     },
     #[error(
         "target {target} is already managed by another certsync (pid {pid}); \
@@ -173,7 +164,7 @@ pub enum WriterError {
     #[error("cannot write it as YAML: {0}")]
     Unwritable(String),
 
-    // Why a pair outside the target is refused (after [`WriterError::Pair`]).
+    // Why a pair outside the target is refused (after [`WriterError::Of`]).
     #[error("names no file stem (e.g. /etc/kubernetes/pki/apiserver)")]
     NoStem,
     #[error("is not an absolute path")]

@@ -36,7 +36,8 @@ struct Opened {
 }
 
 fn refused(path: &Path, problem: WriterError) -> WriterError {
-    WriterError::Kubeconfig {
+    WriterError::Of {
+        what: "update-kubeconfig",
         path: path.to_owned(),
         problem: Box::new(problem),
     }

@@ -125,7 +125,8 @@ fn a_crash_leftover_temporary_file_is_replaced() {
 /// known to name that path.
 fn problem_of(path: &Path) -> WriterError {
     match check_kubeconfig(path).unwrap_err() {
-        WriterError::Kubeconfig {
+        WriterError::Of {
+            what: "update-kubeconfig",
             path: named,
             problem,
         } => {

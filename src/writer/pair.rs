@@ -20,12 +20,10 @@ use cap_std::fs::Dir;
 use super::error::WriterError;
 use super::revision::{copy_dir, read_copy, replace_beneath};
 
-pub const CERT_EXT: &str = "crt";
-pub const KEY_EXT: &str = "key";
-
 fn refused(prefix: &Path, problem: WriterError) -> WriterError {
-    WriterError::Pair {
-        prefix: prefix.to_owned(),
+    WriterError::Of {
+        what: "update-pair",
+        path: prefix.to_owned(),
         problem: Box::new(problem),
     }
 }
@@ -58,7 +56,7 @@ fn open(prefix: &Path) -> Result<Opened, WriterError> {
         Err(WriterError::CopyUnreadable { problem, .. }) if problem.is_not_found() => Ok(None),
         Err(e) => Err(e),
     };
-    let (cert, key) = (format!("{stem}.{CERT_EXT}"), format!("{stem}.{KEY_EXT}"));
+    let (cert, key) = (format!("{stem}.crt"), format!("{stem}.key"));
     let (old_cert, old_key) = (read(&cert)?, read(&key)?);
     Ok(Opened {
         dir,

@@ -66,7 +66,16 @@ impl Writer {
                 None
             }
         };
-        let revision = self.next_revision(root)?;
+        // One past the highest revision number anywhere in the target, the
+        // one `..data` names included (its directory may be gone).
+        let revision = list(root, &self.target)?
+            .into_iter()
+            .chain(read_link(root, DATA))
+            .filter_map(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0))
+            .chain(history(root)?.1.into_keys())
+            .max()
+            .unwrap_or(0)
+            + 1;
         let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
         let made = self
             .write_revision(root, &dir_name, bundle)
@@ -82,17 +91,6 @@ impl Writer {
         flipped();
         self.tidy(root)?;
         Ok(Outcome::Written { revision, drift })
-    }
-
-    /// One past the highest revision number anywhere in the target, the
-    /// one `..data` names included (its directory may be gone).
-    pub(super) fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
-        let revs = list(root, &self.target)?
-            .into_iter()
-            .chain(read_link(root, DATA))
-            .filter_map(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0));
-        let history = history(root)?.1.into_keys();
-        Ok(revs.chain(history).max().unwrap_or(0) + 1)
     }
 
     pub(super) fn write_revision(

@@ -35,11 +35,9 @@ pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterErr
     if links != 1 {
         return Err(pin(format!("a hard link (links {links})")));
     }
-    Ok(parse_pin(bytes))
-}
-
-fn parse_pin(bytes: Vec<u8>) -> Option<(String, String)> {
-    let text = String::from_utf8(bytes).ok()?;
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(None);
+    };
     let mut pinned = None;
     let mut replaced = None;
     for line in text.lines() {
@@ -49,7 +47,7 @@ fn parse_pin(bytes: Vec<u8>) -> Option<(String, String)> {
             _ => {}
         }
     }
-    Some((pinned?, replaced?))
+    Ok(pinned.zip(replaced))
 }
 
 impl Writer {
@@ -68,8 +66,9 @@ impl Writer {
             let revision = self.publish_locked(root, &bundle, || {})?.revision();
             return Ok(Outcome::Pinned { revision });
         }
-        Err(WriterError::Rollback {
-            target: self.target.clone(),
+        Err(WriterError::Of {
+            what: "target",
+            path: self.target.clone(),
             problem: Box::new(WriterError::PinnedContentGone),
         })
     }
@@ -85,8 +84,9 @@ impl Writer {
     ) -> Result<RolledBack, WriterError> {
         let root = self.root(false)?;
         let _lock = self.lock(&root)?;
-        let err = |problem| WriterError::Rollback {
-            target: self.target.clone(),
+        let err = |problem| WriterError::Of {
+            what: "target",
+            path: self.target.clone(),
             problem: Box::new(problem),
         };
         let live = self

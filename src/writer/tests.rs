@@ -688,7 +688,11 @@ fn every_flip_wakes_file_and_directory_watchers() {
 /// Why a rollback was refused, once it is known to be one.
 fn refusal(r: Result<RolledBack, WriterError>) -> WriterError {
     match r {
-        Err(WriterError::Rollback { problem, .. }) => *problem,
+        Err(WriterError::Of {
+            what: "target",
+            problem,
+            ..
+        }) => *problem,
         other => panic!("not a rollback refusal: {other:?}"),
     }
 }
@@ -955,7 +959,11 @@ fn a_copy_pair_is_refused_by_the_check_for_what_is_there() {
     let dir = d.path().canonicalize().unwrap();
     let pair = crate::test_certs::Pair::new("copy");
     let problem = |prefix: &Path| match check_pair(prefix) {
-        Err(WriterError::Pair { problem, .. }) => *problem,
+        Err(WriterError::Of {
+            what: "update-pair",
+            problem,
+            ..
+        }) => *problem,
         other => panic!("{}: not refused: {other:?}", prefix.display()),
     };
     assert!(matches!(

@@ -87,7 +87,7 @@ async fn attack_a_kubeadm_file_that_appeared_after_adoption_is_never_taken_for_k
         matches!(&why, KubeadmError::Refused { reason, .. }
         if matches!(&**reason, Refusal::Config { source: ConfigError::Copy {
             mapping,
-            source: crate::writer::WriterError::Kubeconfig { path, problem },
+            source: crate::writer::WriterError::Of { what: "update-kubeconfig", path, problem },
         }, .. } if mapping == "scheduler-client"
             && path.ends_with("scheduler.conf")
             && matches!(&**problem,
