@@ -163,23 +163,12 @@ fn handler(r: Arc<Mutex<Routes>>) -> impl Fn(notify::Result<notify::Event>) + Se
 }
 
 impl DirWatch {
-    /// Subscribes to changes of the entries directly in `dir` (with `names`,
-    /// of those entries only: a rotated file shares its directory with
-    /// others). The receiver is returned even when the watch cannot be
-    /// added yet: the caller retries with [`DirWatch::rewatch`].
+    /// Subscribes `rx` to changes of the entries directly in `dir` (with
+    /// `names`, of those entries only: a rotated file shares its directory
+    /// with others); one receiver may cover files in several directories
+    /// (the paths of `KUBECONFIG`). `rx` is subscribed even when the watch
+    /// cannot be added yet: the caller retries with [`DirWatch::rewatch`].
     pub fn subscribe(
-        &self,
-        dir: &Path,
-        names: Option<&[&str]>,
-    ) -> (Events, Result<(), DirWatchError>) {
-        let rx = Events::default();
-        let watched = self.subscribe_into(&rx, dir, names);
-        (rx, watched)
-    }
-
-    /// [`DirWatch::subscribe`] into an existing receiver, so one wake-up
-    /// covers files in several directories (the paths of `KUBECONFIG`).
-    pub fn subscribe_into(
         &self,
         rx: &Events,
         dir: &Path,
@@ -187,7 +176,7 @@ impl DirWatch {
     ) -> Result<(), DirWatchError> {
         let names = names.map(|n| n.iter().map(OsString::from).collect());
         self.add_route(dir, rx, names);
-        self.rewatch(dir)
+        self.rewatch(dir).map(drop)
     }
 
     /// One receiver for changes in any of `dirs`, none of them watched
@@ -212,14 +201,6 @@ impl DirWatch {
             });
     }
 
-    /// (Re-)adds the watch on `dir`; needed after the directory was
-    /// removed and created again, which drops the kernel's watch. A
-    /// symlink to a directory is followed (`<target>/..data` watches the
-    /// live revision, so a chmod there is seen).
-    pub fn rewatch(&self, dir: &Path) -> Result<(), DirWatchError> {
-        self.watch(dir).map(|_| ())
-    }
-
     /// [`DirWatch::rewatch`], skipped while `dir` is still the directory
     /// `armed` says inotify watches: adding a watch blocks on a round trip
     /// to notify's thread, and a sync task re-arms after every wake-up.
@@ -235,14 +216,18 @@ impl DirWatch {
         // between reads as changed next time, never as watched.
         let now = now?;
         *armed = None;
-        if self.watch(dir)? {
+        if self.rewatch(dir)? {
             *armed = now;
         }
         Ok(())
     }
 
-    /// Adds the watch; true when inotify holds it (not the poller).
-    fn watch(&self, dir: &Path) -> Result<bool, DirWatchError> {
+    /// (Re-)adds the watch on `dir`; needed after the directory was
+    /// removed and created again, which drops the kernel's watch. A
+    /// symlink to a directory is followed (`<target>/..data` watches the
+    /// live revision, so a chmod there is seen). True when inotify holds
+    /// it (not the poller).
+    pub fn rewatch(&self, dir: &Path) -> Result<bool, DirWatchError> {
         let err = |source| DirWatchError::Watch {
             path: dir.to_owned(),
             source,
@@ -340,10 +325,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir().unwrap();
         let w = DirWatch::new().unwrap();
-        let (rx, res) = w.subscribe(dir.path(), None);
-        res.unwrap();
-        let (other_rx, res) = w.subscribe(other.path(), None);
-        res.unwrap();
+        let (rx, other_rx) = (Events::default(), Events::default());
+        w.subscribe(&rx, dir.path(), None).unwrap();
+        w.subscribe(&other_rx, other.path(), None).unwrap();
 
         std::fs::write(dir.path().join("f"), b"x").unwrap();
         tokio::time::timeout(Duration::from_secs(5), rx.changed())
@@ -356,8 +340,9 @@ mod tests {
         );
 
         // A name filter: other entries of the directory do not wake it.
-        let (named, res) = w.subscribe(other.path(), Some(&["kubeconfig", "..data"]));
-        res.unwrap();
+        let named = Events::default();
+        w.subscribe(&named, other.path(), Some(&["kubeconfig", "..data"]))
+            .unwrap();
         std::fs::write(other.path().join("app.log"), b"noise").unwrap();
         let woke = tokio::time::timeout(Duration::from_millis(300), named.changed()).await;
         assert!(

@@ -144,7 +144,7 @@ impl ClientSettings {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let _ = watcher.subscribe_into(&events, &dir_of(file), Some(&[&name, "..data"]));
+            let _ = watcher.subscribe(&events, &dir_of(file), Some(&[&name, "..data"]));
         }
         let fingerprint = || {
             files

@@ -108,7 +108,7 @@ impl HostDir {
                     break;
                 }
                 *armed = Some(parent.to_owned());
-                if let Err(e) = watcher.subscribe_into(events, parent, Some(&[&name])) {
+                if let Err(e) = watcher.subscribe(events, parent, Some(&[&name])) {
                     tracing::debug!(source_dir = %self.dir.display(), watching = %parent.display(), error = %e, "cannot watch for the source directory; relying on resync");
                 }
                 break;
@@ -136,7 +136,8 @@ impl HostDir {
         names.push("..data");
         // files=all: any entry may be one to publish.
         let only = (self.layout != Layout::All).then_some(names.as_slice());
-        let (events, watched) = watcher.subscribe(&self.dir, only);
+        let events = dirwatch::Events::default();
+        let watched = watcher.subscribe(&events, &self.dir, only);
         // A missing directory is waited for through its nearest ancestor.
         let mut waiting = false;
         let mut ancestor = None;
