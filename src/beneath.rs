@@ -29,7 +29,7 @@ mod up;
 mod walk;
 pub use read::{open_file, read_capped, read_file};
 pub use trust::{Faults, Owners, ReadOnly, Trust};
-pub use up::{Upward, directory_and_ancestors, holder, identity, upward};
+pub use up::{directory_and_ancestors, holder, identity, upward};
 #[cfg(test)]
 pub(crate) use walk::BETWEEN_CHECK_AND_OPEN;
 pub use walk::{

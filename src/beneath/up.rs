@@ -14,22 +14,13 @@ use super::walk::{Entry, Links, PathError, Start, Walked, fd_path, kind, open_di
 /// status. `..` of a bind mount's root is where it is mounted, so a
 /// directory reached through a bind mount is followed up where it is
 /// mounted. An error ends the walk up.
-pub fn upward(dir: OwnedFd, shown: PathBuf) -> Upward {
-    Upward {
-        next: Some((dir, shown)),
-    }
-}
-
-/// The iterator of [`upward`].
-pub struct Upward {
-    next: Option<(OwnedFd, PathBuf)>,
-}
-
-impl Iterator for Upward {
-    type Item = Result<(Entry, FileStat), PathError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let (dir, shown) = self.next.take()?;
+pub fn upward(
+    dir: OwnedFd,
+    shown: PathBuf,
+) -> impl Iterator<Item = Result<(Entry, FileStat), PathError>> {
+    let mut next = Some((dir, shown));
+    std::iter::from_fn(move || {
+        let (dir, shown) = next.take()?;
         let step = || {
             let st = nix::sys::stat::fstat(&dir).map_err(|e| PathError::io(&shown, e))?;
             let up = open_dir(dir.as_fd(), "..", &shown.join(".."))?;
@@ -40,10 +31,10 @@ impl Iterator for Upward {
             Ok((Entry::of(shown.clone(), dir.as_fd(), &st, false), st, above))
         };
         Some(step().map(|(entry, st, above)| {
-            self.next = above;
+            next = above;
             (entry, st)
         }))
-    }
+    })
 }
 
 /// The directory holding the file open as `fd` (of status `st`): the
