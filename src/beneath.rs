@@ -28,10 +28,10 @@ mod trust;
 mod up;
 mod walk;
 pub use read::{open_file, read_capped, read_file};
+#[cfg(test)]
+pub(crate) use tests::BETWEEN_CHECK_AND_OPEN;
 pub use trust::{Faults, Owners, ReadOnly, Trust};
 pub use up::{directory_and_ancestors, holder, identity, upward};
-#[cfg(test)]
-pub(crate) use walk::BETWEEN_CHECK_AND_OPEN;
 pub use walk::{
     Entry, Links, MAX_DEPTH, MAX_LINKS, PathError, Start, Walked, fd_path, kind_name, read_only,
     walk,

@@ -9,6 +9,23 @@ use nix::sys::stat::Mode;
 
 use super::*;
 
+thread_local! {
+    /// A step a unit test injects into [`walk`] after it judged the way and
+    /// before it opens the last name: a swap there is what an attacker
+    /// racing the walk would do.
+    pub(crate) static BETWEEN_CHECK_AND_OPEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs the step a unit test injected, once ([`walk`] calls it in tests only).
+pub(super) fn between_check_and_open() {
+    BETWEEN_CHECK_AND_OPEN.with(|h| {
+        if let Some(step) = h.borrow_mut().take() {
+            step();
+        }
+    });
+}
+
 fn set_mode(p: &Path, m: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
 }

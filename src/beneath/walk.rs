@@ -296,8 +296,9 @@ pub fn walk(
             continue;
         }
         let here = w.shown.join(&name);
+        #[cfg(test)]
         if w.todo.is_empty() {
-            between_check_and_open();
+            super::tests::between_check_and_open();
         }
         let fd = nix::fcntl::openat(
             &w.dir,
@@ -538,23 +539,4 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
 pub fn read_only(fd: BorrowedFd<'_>) -> bool {
     nix::sys::statvfs::fstatvfs(fd)
         .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
-}
-
-#[cfg(test)]
-thread_local! {
-    /// A step a unit test injects into [`walk`] after it judged the way and
-    /// before it opens the last name: a swap there is what an attacker
-    /// racing the walk would do.
-    pub(crate) static BETWEEN_CHECK_AND_OPEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs the step a unit test injected, once; nothing outside tests.
-fn between_check_and_open() {
-    #[cfg(test)]
-    BETWEEN_CHECK_AND_OPEN.with(|h| {
-        if let Some(step) = h.borrow_mut().take() {
-            step();
-        }
-    });
 }
