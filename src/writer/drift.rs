@@ -74,7 +74,7 @@ impl Writer {
     }
 
     pub(super) fn check_modes(&self, dir: &Path, rev: &Revision) -> Option<String> {
-        for (name, &(mode, uid, gid)) in &rev.meta {
+        for (name, &(mode, uid, gid, _)) in &rev.meta {
             let want = self.mode_for(name, rev.bundle.get(name).unwrap_or_default());
             if mode != want {
                 return Some(format!(

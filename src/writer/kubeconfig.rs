@@ -201,7 +201,7 @@ fn parent(path: &Path) -> &Path {
 }
 
 fn write_back(o: &Opened, path: &Path, text: &str) -> Result<(), WriterError> {
-    let (mode, uid, gid) = o.meta;
+    let (mode, uid, gid, _) = o.meta;
     replace_beneath(
         &o.dir,
         &o.name,

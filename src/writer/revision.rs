@@ -32,14 +32,13 @@ pub(super) fn rev_name(revision: u64, hash: &ContentHash) -> String {
     format!("{revision:06}-{}", hash.short())
 }
 
-/// (mode, uid, gid).
-pub(super) type FileMeta = (u32, u32, u32);
+/// (mode, uid, gid, links).
+pub(super) type FileMeta = (u32, u32, u32, u64);
 
 #[derive(Default)]
 pub(super) struct Revision {
     pub(super) bundle: Bundle,
     pub(super) meta: BTreeMap<String, FileMeta>,
-    pub(super) links: BTreeMap<String, u64>,
 }
 
 /// `name` in `parent`, opened without following, if it is a directory of
@@ -72,12 +71,11 @@ pub(super) fn read_revision_at(
     let mut rev = Revision::default();
     for name in list(&dir, shown).map_err(|e| unreadable(&e))? {
         let path = shown.join(&name);
-        let (bytes, meta, links) = read_file(&dir, &name, &path).map_err(|e| unreadable(&e))?;
+        let (bytes, meta) = read_file(&dir, &name, &path).map_err(|e| unreadable(&e))?;
         rev.bundle
             .insert(&name, bytes, path.display().to_string())
             .map_err(|e| unreadable(&e))?;
-        rev.meta.insert(name.clone(), meta);
-        rev.links.insert(name, links);
+        rev.meta.insert(name, meta);
     }
     Ok(rev)
 }
@@ -86,10 +84,10 @@ pub(super) fn read_revision_at(
 /// (a second name may be anywhere: root's key linked into a history
 /// entry), and one owner and group for all.
 pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
-    if let Some((name, &links)) = rev.links.iter().find(|(_, n)| **n > 1) {
+    if let Some((name, m)) = rev.meta.iter().find(|(_, m)| m.3 > 1) {
         return Err(RevisionProblem::HardLink {
             path: shown.join(name),
-            links,
+            links: m.3,
         });
     }
     let owners: std::collections::BTreeSet<(u32, u32)> =
@@ -129,12 +127,12 @@ pub(super) fn read_copy(
     shown: &Path,
 ) -> Result<(Vec<u8>, FileMeta), WriterError> {
     let file = || name.to_owned();
-    let (bytes, meta, _) =
+    let (bytes, meta) =
         read_file(dir, name, &shown.join(name)).map_err(|problem| WriterError::CopyUnreadable {
             file: file(),
             problem,
         })?;
-    let (mode, uid, _) = meta;
+    let (mode, uid, ..) = meta;
     own(uid, mode).map_err(|NotOwn { uid, mode }| WriterError::CopyNotOwn {
         file: file(),
         uid,
@@ -146,13 +144,12 @@ pub(super) fn read_copy(
 
 /// Reads `name` in `dir` without following it or blocking on it, if the
 /// descriptor walked to is a regular file (by its `fstat`; a symlink is
-/// none) within the published size limit: the bytes, its [`FileMeta`] and
-/// link count.
+/// none) within the published size limit: the bytes and its [`FileMeta`].
 pub(super) fn read_file(
     dir: &Dir,
     name: &str,
     path: &Path,
-) -> Result<(Vec<u8>, FileMeta, u64), PathError> {
+) -> Result<(Vec<u8>, FileMeta), PathError> {
     use std::os::fd::AsFd as _;
     let start = Start::Beneath(dir.as_fd(), path.parent().unwrap_or(Path::new("")));
     let walked = beneath::walk(start, Path::new(name), Links::Refuse, &mut |_| Ok(())).map_err(
@@ -168,8 +165,7 @@ pub(super) fn read_file(
     let bytes = walked.read(MAX_PUBLISHED_SIZE as u64)?;
     Ok((
         bytes,
-        (st.st_mode & 0o7777, st.st_uid, st.st_gid),
-        st.st_nlink,
+        (st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_nlink),
     ))
 }
 

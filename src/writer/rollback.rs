@@ -25,7 +25,7 @@ pub struct RolledBack {
 /// The rollback pin, if `..pin` holds one; `Err` when it is not certsync's
 /// own (not a regular file, [`own`], a hard link): never obeyed.
 pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterError> {
-    let (bytes, (mode, uid, _), links) = match read_file(root, PIN, Path::new(PIN)) {
+    let (bytes, (mode, uid, _, links)) = match read_file(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
         Err(PathError::Io { .. }) => return Ok(None),
         Err(e) => return Err(WriterError::Pin(e.to_string())),
