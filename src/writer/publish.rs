@@ -112,17 +112,8 @@ impl Writer {
         // also writes the directory, once per file otherwise.
         let mut written = Vec::with_capacity(3);
         for (name, bytes) in bundle.files() {
-            let (owner, group) = (self.opts.owner, self.opts.group);
-            let file = path.join(name);
-            let f = create_file(
-                &dir,
-                name,
-                self.mode_for(name, bytes),
-                owner,
-                group,
-                bytes,
-                &file,
-            )?;
+            let (file, owner) = (path.join(name), (self.opts.owner, self.opts.group));
+            let f = create_file(&dir, name, self.mode_for(name, bytes), owner, bytes, &file)?;
             written.push((f, file));
         }
         for (f, file) in &written {

@@ -176,8 +176,7 @@ pub(super) fn create_file(
     dir: &Dir,
     name: &str,
     mode: u32,
-    owner: Option<u32>,
-    group: Option<u32>,
+    (owner, group): (Option<u32>, Option<u32>),
     bytes: &[u8],
     path: &Path,
 ) -> Result<File, WriterError> {
@@ -218,17 +217,10 @@ pub fn replace_beneath(
     let tmp = tmp_name(name);
     let tmp_path = shown.join(&tmp);
     remove_any(dir, &tmp, &tmp_path)?;
-    let written = create_file(
-        dir,
-        &tmp,
-        mode,
-        owner.map(|o| o.0),
-        owner.map(|o| o.1),
-        bytes,
-        &tmp_path,
-    )
-    .and_then(|f| f.sync_all().ctx("fsync", &tmp_path))
-    .and_then(|()| dir.rename(&tmp, dir, name).ctx("rename", &shown.join(name)));
+    let owner = owner.map_or((None, None), |(u, g)| (Some(u), Some(g)));
+    let written = create_file(dir, &tmp, mode, owner, bytes, &tmp_path)
+        .and_then(|f| f.sync_all().ctx("fsync", &tmp_path))
+        .and_then(|()| dir.rename(&tmp, dir, name).ctx("rename", &shown.join(name)));
     if let Err(e) = written {
         let _ = remove_any(dir, &tmp, &tmp_path);
         return Err(e);
