@@ -155,13 +155,9 @@ fn judged_dir(path: &Path, trust: Trust) -> Result<cap_std::fs::Dir, OwnedError>
 fn walk_judged(path: &Path, trust: Trust) -> Result<beneath::Walked, OwnedError> {
     let walked = beneath::walk(Start::Path, path, Links::Follow, &mut |e| trust.judge(e))
         .map_err(OwnedError::Way)?;
-    let last = beneath::Entry::of(
-        walked.shown.clone(),
-        std::os::fd::AsFd::as_fd(&walked.fd),
-        &walked.st,
-        false,
-    );
-    trust.judge(&last).map_err(OwnedError::Way)?;
+    let last = beneath::Entry::held(&walked.shown, std::os::fd::AsFd::as_fd(&walked.fd));
+    last.and_then(|e| trust.judge(&e))
+        .map_err(OwnedError::Way)?;
     Ok(walked)
 }
 
