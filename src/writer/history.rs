@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cap_fs_ext::DirExt;
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
 
 use super::error::{Ctx, WriterError};
-use super::layout::{DATA, FOUND_REVISION, HISTORY, REV_PREFIX, RevisionProblem, TMP_PREFIX};
+use super::layout::{DATA, FOUND_REVISION, HISTORY, REV_PREFIX, RevisionProblem, TMP_PREFIX, own};
 use super::revision::{
     Revision, fsync, list, open_own, parse_rev, read_file, read_link, read_revision_at, remove_any,
     rev_name,
@@ -29,15 +29,17 @@ pub struct RevisionInfo {
 /// `..history`, opened without following and created if missing; what
 /// else is under that name is removed first, never followed.
 pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError> {
-    if let Ok(h) = open_own(root, HISTORY) {
-        return Ok(h);
-    }
     let path = target.join(HISTORY);
-    if root.symlink_metadata(HISTORY).is_ok() {
-        remove_any(root, HISTORY, &path)?;
+    match root.symlink_metadata(HISTORY) {
+        Ok(m) if m.is_dir() && own(m.uid(), m.mode()).is_ok() => {}
+        other => {
+            if other.is_ok() {
+                remove_any(root, HISTORY, &path)?;
+            }
+            root.create_dir_with(HISTORY, DirBuilder::new().mode(0o700))
+                .ctx("create history", &path)?;
+        }
     }
-    root.create_dir_with(HISTORY, DirBuilder::new().mode(0o700))
-        .ctx("create history", &path)?;
     root.open_dir_nofollow(HISTORY).ctx("open history", &path)
 }
 
@@ -179,7 +181,7 @@ impl Writer {
     }
 
     /// Removes a `..history` that is not certsync's own, and entries in it
-    /// that are not ([`open_own`]): whoever made them chose what `rollback` would
+    /// that are not ([`own`]): whoever made them chose what `rollback` would
     /// restore. Whether anything went.
     fn remove_planted_history(&self, root: &Dir) -> Result<bool, WriterError> {
         let path = self.path(HISTORY);
@@ -193,7 +195,10 @@ impl Writer {
         };
         let mut removed = false;
         for name in list(&h, &path)? {
-            if open_own(&h, &name).is_err() {
+            let planted = h
+                .symlink_metadata(&name)
+                .map_or(true, |m| !m.is_dir() || own(m.uid(), m.mode()).is_err());
+            if planted {
                 let entry = path.join(&name);
                 tracing::warn!(path = %entry.display(), "removed a history entry certsync did not make; not restored");
                 remove_any(&h, &name, &entry)?;
