@@ -182,12 +182,8 @@ fn extensions(req: &CertReq) -> Result<Vec<Extension>, X509Error> {
     };
     let bytes = value.to_der().map_err(X509Error::RequestDer)?;
     let exts = Vec::<Extension>::from_der(&bytes).map_err(X509Error::ExtensionsParse)?;
-    let mut seen = Vec::new();
-    for ext in &exts {
-        if seen.contains(&ext.extn_id) {
-            return Err(X509Error::ExtensionTwice { oid: ext.extn_id });
-        }
-        seen.push(ext.extn_id);
+    for (i, ext) in exts.iter().enumerate() {
+        certificate::once(&exts[..i], ext)?;
         if !oid::READ.contains(&ext.extn_id.to_string().as_str()) {
             return Err(X509Error::ExtensionUnknown { oid: ext.extn_id });
         }

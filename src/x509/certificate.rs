@@ -11,6 +11,7 @@
 
 use x509_cert::der::asn1::{BmpString, Ia5StringRef, PrintableStringRef, Utf8StringRef};
 use x509_cert::der::{Any, Decode, Tag, Tagged};
+use x509_cert::ext::Extension;
 
 use super::error::X509Error;
 
@@ -37,12 +38,9 @@ pub fn strict_certificate(der: &[u8]) -> Result<x509_cert::Certificate, X509Erro
     {
         return Err(X509Error::NegativeSerial);
     }
-    let mut seen = Vec::new();
-    for ext in tbs.extensions.iter().flatten() {
-        if seen.contains(&ext.extn_id) {
-            return Err(X509Error::DuplicateExtension(ext.extn_id));
-        }
-        seen.push(ext.extn_id);
+    let extensions = tbs.extensions.as_deref().unwrap_or_default();
+    for (i, ext) in extensions.iter().enumerate() {
+        once(&extensions[..i], ext)?;
         extension(ext)?;
     }
     for (which, name) in [("subject", &tbs.subject), ("issuer", &tbs.issuer)] {
@@ -58,9 +56,18 @@ pub fn strict_certificate(der: &[u8]) -> Result<x509_cert::Certificate, X509Erro
     Ok(cert)
 }
 
+/// `ext` is not one of the extensions `before` it (in a certificate and
+/// in a request alike).
+pub(super) fn once(before: &[Extension], ext: &Extension) -> Result<(), X509Error> {
+    match before.iter().any(|e| e.extn_id == ext.extn_id) {
+        true => Err(X509Error::DuplicateExtension(ext.extn_id)),
+        false => Ok(()),
+    }
+}
+
 /// The extensions whose content Go reads strictly: the subject
 /// alternative names and the key usage (see the module).
-fn extension(ext: &x509_cert::ext::Extension) -> Result<(), X509Error> {
+fn extension(ext: &Extension) -> Result<(), X509Error> {
     use super::oid::{KEY_USAGE, SAN};
     use x509_cert::ext::pkix::name::GeneralName;
     let content = ext.extn_value.as_bytes();
@@ -96,10 +103,10 @@ fn extension(ext: &x509_cert::ext::Extension) -> Result<(), X509Error> {
 /// not followed by two hex digits, a scheme that is empty.
 fn url_parses(uri: &str) -> Result<(), X509Error> {
     if uri.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return Err(X509Error::UriControlCharacter);
+        return Err(X509Error::Uri("holds a control character"));
     }
     if uri.starts_with(':') {
-        return Err(X509Error::UriEmptyScheme);
+        return Err(X509Error::Uri("has an empty scheme"));
     }
     let b = uri.as_bytes();
     let mut i = 0;
@@ -107,7 +114,7 @@ fn url_parses(uri: &str) -> Result<(), X509Error> {
         if b[i] == b'%' {
             let hex = |j: usize| b.get(j).is_some_and(|c| c.is_ascii_hexdigit());
             if !(hex(i + 1) && hex(i + 2)) {
-                return Err(X509Error::UriBadEscape);
+                return Err(X509Error::Uri("holds an invalid % escape"));
             }
             i += 3;
         } else {
@@ -322,13 +329,13 @@ mod tests {
                 "URI with a bad escape",
                 SAN,
                 san(0x86, b"https://x.example/%zz"),
-                |e| *e == X509Error::UriBadEscape,
+                |e| *e == X509Error::Uri("holds an invalid % escape"),
             ),
             (
                 "URI with a control character",
                 SAN,
                 san(0x86, b"https://x.example/\x01"),
-                |e| *e == X509Error::UriControlCharacter,
+                |e| *e == X509Error::Uri("holds a control character"),
             ),
             (
                 "key usage padding bit set",

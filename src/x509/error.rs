@@ -50,8 +50,6 @@ pub enum X509Error {
     ExtensionRequestValues { count: usize },
     #[error("the extensions do not parse: {0}")]
     ExtensionsParse(#[source] x509_cert::der::Error),
-    #[error("extension {oid} is requested twice")]
-    ExtensionTwice { oid: Oid },
     #[error(
         "extension {oid} is not one certsync reads (subjectAltName, keyUsage, extKeyUsage, \
          basicConstraints)"
@@ -84,6 +82,7 @@ pub enum X509Error {
          and outer signature algorithm identifiers don't match)"
     )]
     SignatureAlgorithms,
+    /// In a certificate or a request.
     #[error("extension {0} appears twice (Go: x509: certificate contains duplicate extension)")]
     DuplicateExtension(Oid),
     #[error("{which} attribute {oid}: invalid {tag}: {error} (Go: x509: invalid RDNSequence)")]
@@ -95,13 +94,9 @@ pub enum X509Error {
     },
     #[error("subject alternative names: {0} (Go: x509: SAN dNSName is malformed)")]
     StrictSan(x509_cert::der::Error),
-    // What Go's `url.Parse` refuses in a URI SAN.
-    #[error("a URI SAN holds a control character (Go: x509: cannot parse URI)")]
-    UriControlCharacter,
-    #[error("a URI SAN has an empty scheme (Go: x509: cannot parse URI)")]
-    UriEmptyScheme,
-    #[error("a URI SAN holds an invalid % escape (Go: x509: cannot parse URI)")]
-    UriBadEscape,
+    /// What Go's `url.Parse` refuses in a URI SAN.
+    #[error("a URI SAN {0} (Go: x509: cannot parse URI)")]
+    Uri(&'static str),
     #[error("key usage: {0} (Go: x509: invalid key usage)")]
     StrictKeyUsage(x509_cert::der::Error),
     #[error("key usage: its unused bits are not zero (Go: x509: invalid key usage)")]
