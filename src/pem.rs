@@ -134,7 +134,7 @@ fn go_line(data: &[u8]) -> (&[u8], &[u8], usize) {
     (&line[..kept], &data[taken..], taken)
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 

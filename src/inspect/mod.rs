@@ -66,10 +66,6 @@ impl CertReport {
     }
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 /// `364d`, `5h`, `expired 3d ago`: the residual time as kubeadm shows it.
 fn residual(seconds: i64) -> String {
     let abs = seconds.unsigned_abs();
@@ -119,7 +115,9 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
             // itself when it holds one (a combined PEM).
             let key_pem = match &key {
                 Some(k) => Some(k.read().map_err(|e| (k.shown.clone(), e))),
-                None => contains(&pem, b"PRIVATE KEY-----").then(|| Ok(pem.clone())),
+                None => crate::pem::find(&pem, b"PRIVATE KEY-----")
+                    .is_some()
+                    .then(|| Ok(pem.clone())),
             };
             let (key_status, why) = match (key_pem, leaf.is_ca) {
                 (None, true) => (KeyStatus::NotApplicable, None),
@@ -146,7 +144,7 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
 /// in a trust bundle (CAs only, no key): [`validate::bundle_judged_by`].
 fn judged_certificate(pem: &[u8], has_key_file: bool) -> Option<Leaf> {
     let first = validate::leaf_of(pem)?;
-    if has_key_file || !first.is_ca || contains(pem, b"PRIVATE KEY-----") {
+    if has_key_file || !first.is_ca || crate::pem::find(pem, b"PRIVATE KEY-----").is_some() {
         return Some(first);
     }
     validate::bundle_judged_by(pem).or(Some(first))
