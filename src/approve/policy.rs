@@ -53,36 +53,29 @@ pub fn decide_with(
     policy: &Policy,
 ) -> (Verdict, Facts) {
     let mut facts = Facts::unread(csr);
-    let verdict = checks(csr, nodes, cluster, policy, &mut facts).err();
-    (verdict.unwrap_or(Verdict::Approve), facts)
-}
-
-/// Every check, in order: the first that fails is the verdict.
-fn checks(
-    csr: &CertificateSigningRequest,
-    nodes: &Nodes,
-    cluster: &Cluster,
-    policy: &Policy,
-    facts: &mut Facts,
-) -> Result<(), Verdict> {
-    let name = request::requester(csr, facts)?;
-    let req = request::read(csr, facts)?;
-    request::key(&req)?;
-    request::signature(&req)?;
-    request::subject(&req, csr.spec.username.as_deref().unwrap_or_default())?;
-    request::usages(&facts.usages, &req)?;
-    request::expiration(csr, policy)?;
-    let asker = Asker {
-        name,
-        lower: name.to_ascii_lowercase(),
-        own: nodes.listed(name),
+    // Every check, in order: the first that fails is the verdict.
+    let checks = |facts: &mut Facts| -> Result<(), Verdict> {
+        let name = request::requester(csr, facts)?;
+        let req = request::read(csr, facts)?;
+        request::key(&req)?;
+        request::signature(&req)?;
+        request::subject(&req, csr.spec.username.as_deref().unwrap_or_default())?;
+        request::usages(&facts.usages, &req)?;
+        request::expiration(csr, policy)?;
+        let asker = Asker {
+            name,
+            lower: name.to_ascii_lowercase(),
+            own: nodes.listed(name),
+        };
+        reserved::check(facts, &asker, nodes, cluster, policy)?;
+        whose::other_nodes(facts, &asker, nodes)?;
+        whose::node_networks(&facts.ips, policy)?;
+        let listed = whose::node(&asker)?;
+        whose::service_dispute(facts, &asker, listed, cluster)?;
+        whose::listed_sans(facts, &asker, listed, policy)
     };
-    reserved::check(facts, &asker, nodes, cluster, policy)?;
-    whose::other_nodes(facts, &asker, nodes)?;
-    whose::node_networks(&facts.ips, policy)?;
-    let listed = whose::node(&asker)?;
-    whose::service_dispute(facts, &asker, listed, cluster)?;
-    whose::listed_sans(facts, &asker, listed, policy)
+    let verdict = checks(&mut facts).err().unwrap_or(Verdict::Approve);
+    (verdict, facts)
 }
 
 mod index;

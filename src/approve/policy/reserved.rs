@@ -145,16 +145,17 @@ pub(super) fn address_in(list: &[(IpAddr, String)], ip: IpAddr) -> Option<&Strin
 /// Addresses no node can own: loopback, link-local, multicast,
 /// unspecified, broadcast.
 pub(super) fn special(ip: IpAddr) -> Option<&'static str> {
-    match canonical(ip) {
-        IpAddr::V4(a) if a.is_loopback() => Some("a loopback address"),
-        IpAddr::V4(a) if a.is_link_local() => Some("a link-local address"),
-        IpAddr::V4(a) if a.is_multicast() => Some("a multicast address"),
-        IpAddr::V4(a) if a.is_unspecified() => Some("the unspecified address"),
+    let ip = canonical(ip);
+    let link_local = match ip {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => a.is_unicast_link_local(),
+    };
+    match ip {
+        _ if ip.is_loopback() => Some("a loopback address"),
+        _ if link_local => Some("a link-local address"),
+        _ if ip.is_multicast() => Some("a multicast address"),
+        _ if ip.is_unspecified() => Some("the unspecified address"),
         IpAddr::V4(a) if a.is_broadcast() => Some("the broadcast address"),
-        IpAddr::V6(a) if a.is_loopback() => Some("a loopback address"),
-        IpAddr::V6(a) if a.is_unicast_link_local() => Some("a link-local address"),
-        IpAddr::V6(a) if a.is_multicast() => Some("a multicast address"),
-        IpAddr::V6(a) if a.is_unspecified() => Some("the unspecified address"),
         IpAddr::V6(a) if embeds_ipv4(a) => Some(
             "an IPv6 form of an IPv4 address (IPv4-compatible, IPv4-translated, NAT64, 6to4, Teredo or ISATAP)",
         ),
