@@ -124,15 +124,16 @@ fn url_parses(uri: &str) -> Result<(), X509Error> {
     Ok(())
 }
 
-/// A name attribute's string holds only what its type allows.
-fn string_value(value: &Any) -> Result<(), x509_cert::der::Error> {
-    match value.tag() {
-        Tag::PrintableString => value.decode_as::<PrintableStringRef<'_>>().map(drop),
-        Tag::Utf8String => value.decode_as::<Utf8StringRef<'_>>().map(drop),
-        Tag::Ia5String => value.decode_as::<Ia5StringRef<'_>>().map(drop),
-        Tag::BmpString => value.decode_as::<BmpString>().map(drop),
-        _ => Ok(()),
-    }
+/// A name attribute's string, when it holds only what its type allows;
+/// `None` for a value of another type (not checked).
+pub(super) fn string_value(value: &Any) -> Result<Option<String>, x509_cert::der::Error> {
+    Ok(Some(match value.tag() {
+        Tag::PrintableString => value.decode_as::<PrintableStringRef<'_>>()?.to_string(),
+        Tag::Utf8String => value.decode_as::<Utf8StringRef<'_>>()?.to_string(),
+        Tag::Ia5String => value.decode_as::<Ia5StringRef<'_>>()?.to_string(),
+        Tag::BmpString => value.decode_as::<BmpString>()?.to_string(),
+        _ => return Ok(None),
+    }))
 }
 
 #[cfg(test)]

@@ -407,20 +407,14 @@ pub(super) fn strict_facts(
 
 /// Every subject attribute as x509-cert reads it ([`lax_subject`]).
 fn strict_subject(name: &x509_cert::name::Name) -> Result<Vec<(String, String)>, X509Error> {
-    use x509_cert::der::asn1::{PrintableStringRef, Utf8StringRef};
     use x509_cert::der::{Tag, Tagged};
     let mut subject = Vec::new();
     for atv in name.0.iter().flat_map(|rdn| rdn.0.iter()) {
         let oid = atv.oid.to_string();
         let value = match atv.value.tag() {
-            Tag::Utf8String => atv
-                .value
-                .decode_as::<Utf8StringRef<'_>>()
-                .map(|s| s.to_string()),
-            Tag::PrintableString => atv
-                .value
-                .decode_as::<PrintableStringRef<'_>>()
-                .map(|s| s.to_string()),
+            Tag::Utf8String | Tag::PrintableString => {
+                super::certificate::string_value(&atv.value).map(Option::unwrap_or_default)
+            }
             _ => return Err(X509Error::SubjectType { oid }),
         }
         .map_err(|e| X509Error::SubjectValue {
