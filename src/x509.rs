@@ -60,7 +60,16 @@ impl Request {
     /// Reads `pem` (the CSR's `spec.request`); see the module.
     pub fn read(pem: &[u8]) -> Result<Self, X509Error> {
         let der = crate::pem::exactly_one(pem, SectionKind::Csr)?;
-        let (strict, lax) = parse_both(&der)?;
+        // Decoded by both parsers, nothing after it, version 1.
+        let strict = CertReq::from_der(&der).map_err(X509Error::RequestDer)?;
+        let (rest, lax) =
+            X509CertificationRequest::from_der(&der).map_err(X509Error::RequestLax)?;
+        if !rest.is_empty() {
+            return Err(X509Error::Trailing("request"));
+        }
+        if strict.info.version != x509_cert::request::Version::V1 {
+            return Err(X509Error::RequestVersion);
+        }
         single_attributes(&strict)?;
         let extensions = extensions(&strict)?;
         let info = &lax.certification_request_info;
@@ -105,19 +114,6 @@ impl Request {
             .and_then(|(_, r)| r.verify_signature().ok())
             .ok_or(X509Error::Signature)
     }
-}
-
-/// The request decoded by both parsers, nothing after it, version 1.
-fn parse_both(der: &[u8]) -> Result<(CertReq, X509CertificationRequest<'_>), X509Error> {
-    let strict = CertReq::from_der(der).map_err(X509Error::RequestDer)?;
-    let (rest, lax) = X509CertificationRequest::from_der(der).map_err(X509Error::RequestLax)?;
-    if !rest.is_empty() {
-        return Err(X509Error::Trailing("request"));
-    }
-    if strict.info.version != x509_cert::request::Version::V1 {
-        return Err(X509Error::RequestVersion);
-    }
-    Ok((strict, lax))
 }
 
 /// x509-parser's extensions of the one `extensionRequest`, when they are
