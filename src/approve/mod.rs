@@ -30,8 +30,7 @@ use serde::Serialize;
 
 use crate::inspect::Column;
 use crate::source::client::ClientSettings;
-pub use api::write_decision;
-use api::{api_err, connect, name_of, pending};
+use api::{api_err, connect, name_of, pending, write_decision};
 pub use controller::run;
 pub use error::ApproveError;
 pub use policy::{Check, Policy, Verdict};
