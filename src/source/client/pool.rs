@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
-use hyper::body::Incoming;
+use http_body_util::BodyExt as _;
 use hyper::client::conn::http2;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
@@ -87,6 +87,9 @@ struct H2Conn {
     streams: Arc<AtomicUsize>,
     max_streams: Arc<AtomicUsize>,
 }
+
+/// A response body, holding its [`Stream`] (if any) until it is dropped.
+type PoolBody = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, hyper::Error>;
 
 /// One open stream; released when the response body is dropped.
 struct Stream(Arc<AtomicUsize>);
@@ -222,7 +225,7 @@ impl Pool {
         const ATTEMPTS: usize = 4;
         let (parts, body) = req.into_parts();
         // kube's request bodies are in memory (JSON, or empty for GETs).
-        let body = http_body_util::BodyExt::collect(body).await?.to_bytes();
+        let body = body.collect().await?.to_bytes();
         let mut attempt = 1;
         loop {
             let mut again = Request::new(Body::from(body.clone()));
@@ -245,9 +248,13 @@ impl Pool {
             Route::H1 => (self.inner.h1.request(req).await?, None),
             Route::H2(mut send, stream) => (send.send_request(req).await?, Some(stream)),
         };
-        Ok(resp.map(|body| PoolBody {
-            body,
-            _stream: stream,
+        // The body holds the stream slot until it is dropped.
+        Ok(resp.map(|body| {
+            body.map_frame(move |frame| {
+                let _held = &stream;
+                frame
+            })
+            .boxed_unsync()
         }))
     }
 }
@@ -255,16 +262,10 @@ impl Pool {
 /// Whether `e` is an HTTP/2 `REFUSED_STREAM`: the request was not
 /// processed, so sending it again is safe.
 fn refused_stream(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(c) = cur {
-        if c.downcast_ref::<h2::Error>()
+    std::iter::successors(Some(e), |c| c.source()).any(|c| {
+        c.downcast_ref::<h2::Error>()
             .is_some_and(|h| h.is_remote() && h.reason() == Some(h2::Reason::REFUSED_STREAM))
-        {
-            return true;
-        }
-        cur = c.source();
-    }
-    false
+    })
 }
 
 impl tower::Service<Request<Body>> for Pool {
@@ -278,31 +279,5 @@ impl tower::Service<Request<Body>> for Pool {
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         Box::pin(self.clone().send(req))
-    }
-}
-
-/// A response body that holds its stream slot until it is dropped.
-pub(super) struct PoolBody {
-    body: Incoming,
-    _stream: Option<Stream>,
-}
-
-impl http_body::Body for PoolBody {
-    type Data = bytes::Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
     }
 }
