@@ -99,21 +99,18 @@ impl CsrSource {
                 .iter()
                 .find(|c| c.type_ == ty && c.status == "True")?;
             let text = |t: &Option<String>| t.clone().unwrap_or_default();
-            Some((name.to_owned(), text(&c.reason), text(&c.message)))
+            Some((text(&c.reason), text(&c.message)))
         };
-        if let Some((csr, reason, message)) = find("Denied") {
-            return Some(Err(CsrError::Denied {
-                csr,
-                reason,
-                message,
-            }));
-        }
-        if let Some((csr, reason, message)) = find("Failed") {
-            return Some(Err(CsrError::Failed {
-                csr,
-                reason,
-                message,
-            }));
+        for (ty, outcome) in [("Denied", "was denied"), ("Failed", "failed")] {
+            if let Some((reason, message)) = find(ty) {
+                let csr = name.into();
+                return Some(Err(CsrError::Decided {
+                    csr,
+                    outcome,
+                    reason,
+                    message,
+                }));
+            }
         }
         let approved = find("Approved").is_some();
         match status.and_then(|s| s.certificate.as_ref()) {

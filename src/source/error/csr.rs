@@ -29,15 +29,11 @@ pub enum CsrError {
     },
     #[error("watch certificatesigningrequest {csr}: the watch ended")]
     WatchEnded { csr: String },
-    #[error("certificatesigningrequest {csr} was denied: {reason}: {message}")]
-    Denied {
+    /// Denied or failed: `outcome` says which ("was denied", "failed").
+    #[error("certificatesigningrequest {csr} {outcome}: {reason}: {message}")]
+    Decided {
         csr: String,
-        reason: String,
-        message: String,
-    },
-    #[error("certificatesigningrequest {csr} failed: {reason}: {message}")]
-    Failed {
-        csr: String,
+        outcome: &'static str,
         reason: String,
         message: String,
     },
@@ -166,8 +162,8 @@ impl CsrError {
             Self::Api(_) | Self::ApiTimeout { .. } | Self::WatchEnded { .. } | Self::Client(_) => {
                 "api"
             }
-            Self::Denied { .. } => "denied",
-            Self::Failed { .. } => "failed",
+            Self::Decided { outcome, .. } if *outcome == "failed" => "failed",
+            Self::Decided { .. } => "denied",
             Self::Deleted { .. } | Self::Replaced { .. } => "deleted",
             Self::Timeout { .. } => "timeout",
             Self::Mismatch { .. } => "mismatch",
