@@ -248,10 +248,6 @@ fn refused(path: &Path, e: PathError) -> HostDirError {
         },
         PathError::Loop { .. } => HostDirError::Loop { path: path.into() },
         PathError::NotRegular { .. } => HostDirError::NotAFile { path: path.into() },
-        PathError::TooLarge { limit, .. } => HostDirError::TooLarge {
-            path: path.into(),
-            limit: limit as usize,
-        },
         e => HostDirError::Read(e),
     }
 }

@@ -44,8 +44,7 @@ pub enum HostDirError {
         /// Who may change the source, in words.
         writers: String,
     },
-    #[error("{path}: larger than the {limit}-byte limit")]
-    TooLarge { path: PathBuf, limit: usize },
+    /// Also a file larger than the bundle limit (`PathError::TooLarge`).
     #[error("{0}")]
     Read(#[source] PathError),
     #[error("{path}: not a combined PEM certsync can read: {problem}")]

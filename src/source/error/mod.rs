@@ -10,6 +10,7 @@ pub mod trust_bundle;
 use std::sync::Arc;
 
 use super::client;
+use crate::beneath::PathError;
 use crate::bundle::Bundle;
 
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +55,7 @@ impl SourceError {
     /// A short, fixed label for metrics, as validation reasons are.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::HostDir(hostdir::HostDirError::TooLarge { .. })
+            Self::HostDir(hostdir::HostDirError::Read(PathError::TooLarge { .. }))
             | Self::TrustBundle(trust_bundle::TrustBundleError::TooLarge { .. }) => "too_large",
             // As when validation finds it in a file.
             Self::HostDir(hostdir::HostDirError::Combined { .. }) => "bad_pem",
