@@ -2,6 +2,7 @@
 //! each failure a [`WatchError`] naming what is watched.
 
 use std::pin::Pin;
+use std::time::Duration;
 
 use futures::{AsyncBufRead, AsyncBufReadExt};
 use kube::api::{ListParams, WatchParams};
@@ -11,7 +12,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 use super::error::WatchError;
-use super::pacing::{ANSWER_WITHIN, stall_deadline};
+use super::pacing::{ANSWER_WITHIN, WATCH_MARGIN};
 
 pub(super) struct Open {
     pub(super) body: Pin<Box<dyn AsyncBufRead + Send>>,
@@ -81,7 +82,13 @@ impl Conn {
         version: &str,
     ) -> Result<(Pin<Box<dyn AsyncBufRead + Send>>, Instant, String), WatchError> {
         // `timeoutSeconds` as sent: kube-core sends 290 when none is set.
-        let (deadline, said) = stall_deadline(self.watch.timeout.unwrap_or(290));
+        let seconds = self.watch.timeout.unwrap_or(290);
+        // Taken for stalled then, however alive its connection looks.
+        let deadline = Instant::now() + Duration::from_secs(seconds.into()) + WATCH_MARGIN;
+        let said = format!(
+            "the API server did not end the watch within its {seconds}s timeout and {}s more",
+            WATCH_MARGIN.as_secs()
+        );
         let req = self
             .request
             .watch(&self.watch, version)
@@ -176,18 +183,13 @@ impl Conn {
 /// `close_notify`, a chunked body cut at a chunk boundary), as kube-client
 /// classifies them for its own watches.
 fn is_eof(e: &std::io::Error) -> bool {
-    if e.kind() == std::io::ErrorKind::UnexpectedEof {
-        return true;
-    }
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cur {
-        if c.to_string().contains("unexpected EOF during chunk")
+    // `e` is the first link of its own chain.
+    std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |c| {
+        c.source()
+    })
+    .any(|c| {
+        c.to_string().contains("unexpected EOF during chunk")
             || c.downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
-        {
-            return true;
-        }
-        cur = c.source();
-    }
-    false
+    })
 }

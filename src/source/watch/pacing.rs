@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use super::error::WatchError;
-
 /// The wait before retrying after `failures` failures in a row: from 0.8 s
 /// (client-go's and kube-runtime's start), doubling, jittered so that many
 /// sidecars restarted together do not retry in lockstep, at most 30 s.
@@ -28,17 +26,6 @@ pub fn watch_seconds(timeout: Duration) -> u32 {
     u32::try_from(timeout.as_secs())
         .unwrap_or(u32::MAX)
         .clamp(1, 3600)
-}
-
-/// When a watch sent with `seconds` is taken for stalled, however alive
-/// its connection looks, and what is said then.
-pub(super) fn stall_deadline(seconds: u32) -> (tokio::time::Instant, String) {
-    let at = tokio::time::Instant::now() + Duration::from_secs(seconds.into()) + WATCH_MARGIN;
-    let said = format!(
-        "the API server did not end the watch within its {seconds}s timeout and {}s more",
-        WATCH_MARGIN.as_secs()
-    );
-    (at, said)
 }
 
 /// How long a request holding a [`Gate`] permit waits for its answer:
@@ -113,22 +100,4 @@ impl Default for Pacing {
             burst: 10.0,
         }
     }
-}
-
-/// Passes `answer` on; when it says the server serves again (anything but
-/// no answer, 429 or 5xx) after the loop could not reach it, tells the
-/// process's other loops ([`Recovery`]).
-pub(super) fn heard<T>(
-    unreachable: &mut Option<tokio::sync::watch::Receiver<u64>>,
-    recovery: &Recovery,
-    answer: Result<T, WatchError>,
-) -> Result<T, WatchError> {
-    let serving = match &answer {
-        Ok(_) => true,
-        Err(e) => e.code().is_some_and(|c| c != 429 && c < 500),
-    };
-    if serving && unreachable.take().is_some() {
-        recovery.answered();
-    }
-    answer
 }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::conn::{Conn, Line, Open};
 use super::error::{LOG, WatchError};
-use super::pacing::{Gate, Pacing, Recovery, heard};
+use super::pacing::{Gate, Pacing, Recovery};
 
 enum State<K> {
     /// List from the first page.
@@ -214,7 +214,7 @@ where
 
     /// `request` once the rate limiter lets one more through and the
     /// [`Gate`] has a permit, held until `request` is answered (a watch:
-    /// its headers); its answer [`heard`].
+    /// its headers).
     async fn throttled<'a, F, T>(
         &'a mut self,
         request: impl FnOnce(&'a Conn) -> F,
@@ -241,7 +241,14 @@ where
         let permit = self.gate.enter().await;
         let answer = request(&self.conn).await;
         drop(permit);
-        heard(&mut self.unreachable, &self.recovery, answer)
+        // The server serves again (anything but no answer, 429 or 5xx)
+        // after this loop could not reach it: the others are told.
+        let serving =
+            (answer.as_ref().err()).is_none_or(|e| e.code().is_some_and(|c| c != 429 && c < 500));
+        if serving && self.unreachable.take().is_some() {
+            self.recovery.answered();
+        }
+        answer
     }
 
     fn listing(list: ObjectList<K>) -> State<K> {
