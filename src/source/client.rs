@@ -17,7 +17,7 @@ use tower::ServiceBuilder;
 use crate::dirwatch::DirWatch;
 pub use error::{ApiError, ClientError};
 use kubeconfig::{KUBECONFIG_LIMIT, config_of, read_kubeconfigs};
-pub use kubeconfig::{check_kubeconfig, client_cert_kubeconfig, parse_kubeconfig, read_kubeconfig};
+pub use kubeconfig::{check_kubeconfig, client_cert_kubeconfig, parse_kubeconfig};
 
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 

@@ -24,7 +24,7 @@ use kube::{Api, Client};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::client::{ApiError, client_cert_kubeconfig, read_kubeconfig};
+use super::client::{ApiError, ClientSettings, client_cert_kubeconfig};
 use crate::bundle::{Bundle, CA_FILE, CERT_FILE, KEY_FILE};
 use crate::validate;
 pub use crate::x509::KeyAlg;
@@ -205,13 +205,15 @@ impl CsrSource {
         })
     }
 
-    /// The bootstrap kubeconfig's client configuration, or the process's.
+    /// The bootstrap kubeconfig's client configuration (its current
+    /// context), or the process's.
     async fn client_config(&self) -> Result<kube::Config, CsrError> {
-        let err = CsrError::Client;
-        match &self.spec.bootstrap {
-            Some(path) => read_kubeconfig(path).await.map_err(err),
-            None => self.settings.config().await.map_err(err),
-        }
+        let bootstrap = (self.spec.bootstrap.clone()).map(|path| ClientSettings {
+            kubeconfig: Some(path),
+            ..ClientSettings::default()
+        });
+        let settings = bootstrap.as_ref().unwrap_or(&self.settings);
+        settings.config().await.map_err(CsrError::Client)
     }
 
     /// The signer's CA certificates (PEM), if a CA is configured.

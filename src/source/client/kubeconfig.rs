@@ -11,15 +11,9 @@ use super::error::ClientError;
 /// Kubeconfigs with embedded certificates are a few KiB; 4 MiB is generous.
 pub(super) const KUBECONFIG_LIMIT: u64 = 4 << 20;
 
-/// A kubeconfig judged as [`read_kubeconfig`] reads it (at start).
+/// A kubeconfig judged as the API client reads it (at start).
 pub fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
     read_kubeconfigs(&[path.to_owned()], false).map(drop)
-}
-
-/// The client configuration of a kubeconfig file's current context.
-pub async fn read_kubeconfig(path: &std::path::Path) -> Result<kube::Config, ClientError> {
-    let (kc, shown) = read_kubeconfigs(&[path.to_owned()], false)?;
-    config_of(kc, None, shown).await
 }
 
 pub(super) async fn config_of(
