@@ -16,7 +16,7 @@ use tower::ServiceBuilder;
 
 use crate::dirwatch::DirWatch;
 pub use error::{ApiError, ClientError};
-use kubeconfig::{KUBECONFIG_LIMIT, config_of, read_kubeconfigs};
+use kubeconfig::{KUBECONFIG_LIMIT, read_kubeconfigs};
 pub use kubeconfig::{check_kubeconfig, client_cert_kubeconfig, parse_kubeconfig};
 
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -90,7 +90,16 @@ impl ClientSettings {
                     .iter()
                     .find(|c| Some(&c.name) == context.as_ref())
                     .and_then(|c| c.context.as_ref()?.namespace.clone());
-                let config = config_of(kc, self.context.clone(), shown).await?;
+                let options = kube::config::KubeConfigOptions {
+                    context: self.context.clone(),
+                    ..Default::default()
+                };
+                let config = kube::Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|e| ClientError::Kubeconfig {
+                        path: shown,
+                        problem: Box::new(ClientError::Kube(e)),
+                    })?;
                 Loaded { config, namespace }
             }
             None => {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 
 use super::error::ClientError;
 
@@ -14,23 +14,6 @@ pub(super) const KUBECONFIG_LIMIT: u64 = 4 << 20;
 /// A kubeconfig judged as the API client reads it (at start).
 pub fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
     read_kubeconfigs(&[path.to_owned()], false).map(drop)
-}
-
-pub(super) async fn config_of(
-    kc: Kubeconfig,
-    context: Option<String>,
-    shown: String,
-) -> Result<kube::Config, ClientError> {
-    let options = KubeConfigOptions {
-        context,
-        ..KubeConfigOptions::default()
-    };
-    kube::Config::from_custom_kubeconfig(kc, &options)
-        .await
-        .map_err(|e| ClientError::Kubeconfig {
-            path: shown,
-            problem: Box::new(ClientError::Kube(e)),
-        })
 }
 
 /// Kubeconfig files merged as kubectl merges `KUBECONFIG`, each file's
