@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use kube::Resource;
-use kube::core::{ObjectList, WatchEvent};
+use kube::core::WatchEvent;
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
@@ -102,7 +102,11 @@ where
         let first = token.is_none();
         match Box::pin(self.throttled(|c| c.page(token))).await {
             Ok(list) => {
-                self.state = Self::listing(list);
+                self.state = State::Listing {
+                    items: list.items.into(),
+                    next_page: list.metadata.continue_.filter(|c| !c.is_empty()),
+                    version: list.metadata.resource_version.unwrap_or_default(),
+                };
                 first.then_some(Ok(Event::Init))
             }
             Err(e) => Some(Err(self.failed(e))),
@@ -249,14 +253,6 @@ where
             self.recovery.answered();
         }
         answer
-    }
-
-    fn listing(list: ObjectList<K>) -> State<K> {
-        State::Listing {
-            items: list.items.into(),
-            next_page: list.metadata.continue_.filter(|c| !c.is_empty()),
-            version: list.metadata.resource_version.unwrap_or_default(),
-        }
     }
 
     /// `o` arrived on `open`, reported as `event`.
