@@ -228,11 +228,7 @@ impl Pool {
         let body = body.collect().await?.to_bytes();
         let mut attempt = 1;
         loop {
-            let mut again = Request::new(Body::from(body.clone()));
-            *again.method_mut() = parts.method.clone();
-            *again.uri_mut() = parts.uri.clone();
-            *again.version_mut() = parts.version;
-            *again.headers_mut() = parts.headers.clone();
+            let again = Request::from_parts(parts.clone(), Body::from(body.clone()));
             match self.clone().send_once(again).await {
                 Err(e) if attempt < ATTEMPTS && refused_stream(&*e) => {
                     tracing::debug!(server = %self.inner.server, attempt, "the API server refused a stream before processing it; sending it again");
