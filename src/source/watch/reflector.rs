@@ -174,14 +174,15 @@ where
     async fn read(&mut self, mut open: Box<Open>) -> Option<Result<Event<K>, WatchError>> {
         match self.conn.read::<K>(&mut open).await {
             Line::Event(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
-                return Some(Ok(self.seen(open, o, Event::Apply)));
+                self.healthy(open, o.meta().resource_version.clone());
+                return Some(Ok(Event::Apply(o)));
             }
             Line::Event(WatchEvent::Deleted(o)) => {
-                return Some(Ok(self.seen(open, o, Event::Delete)));
+                self.healthy(open, o.meta().resource_version.clone());
+                return Some(Ok(Event::Delete(o)));
             }
             Line::Event(WatchEvent::Bookmark(b)) => {
-                self.healthy(&mut open, Some(b.metadata.resource_version));
-                self.state = State::Watching(open);
+                self.healthy(open, Some(b.metadata.resource_version));
             }
             Line::Event(WatchEvent::Error(s)) if s.code == 410 => self.gone(open.fresh),
             Line::Event(WatchEvent::Error(s)) => {
@@ -255,20 +256,15 @@ where
         answer
     }
 
-    /// `o` arrived on `open`, reported as `event`.
-    fn seen(&mut self, mut open: Box<Open>, o: K, event: fn(K) -> Event<K>) -> Event<K> {
-        self.healthy(&mut open, o.meta().resource_version.clone());
-        self.state = State::Watching(open);
-        event(o)
-    }
-
-    /// An event arrived: the watch is healthy, and resumes from here.
-    fn healthy(&mut self, open: &mut Open, version: Option<String>) {
+    /// An event arrived on `open`: the watch is healthy, and resumes from
+    /// here (`version`).
+    fn healthy(&mut self, mut open: Box<Open>, version: Option<String>) {
         if let Some(v) = version.filter(|v| !v.is_empty()) {
             open.version = v;
         }
         open.seen = true;
         open.fresh = false;
+        self.state = State::Watching(open);
         self.reset();
     }
 
