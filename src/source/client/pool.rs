@@ -100,11 +100,6 @@ impl Drop for Stream {
     }
 }
 
-enum Route {
-    H1,
-    H2(http2::SendRequest<Body>, Stream),
-}
-
 impl Pool {
     /// The connections to `config`'s server (none open yet).
     pub(super) fn new(config: &kube::Config, keepalive: Duration) -> Result<Self, ClientError> {
@@ -148,11 +143,12 @@ impl Pool {
         })
     }
 
-    async fn route(&self) -> Result<Route, ClientError> {
+    /// An HTTP/2 connection with a stream taken on it; `None`: HTTP/1.1.
+    async fn route(&self) -> Result<Option<(http2::SendRequest<Body>, Stream)>, ClientError> {
         let inner = &self.inner;
         let mut conns = inner.conns.lock().await;
         if conns.h1_only {
-            return Ok(Route::H1);
+            return Ok(None);
         }
         conns.h2.retain(|c| !c.send.is_closed());
         let free = conns.h2.iter().find(|c| {
@@ -161,7 +157,7 @@ impl Pool {
         });
         if let Some(c) = free {
             c.streams.fetch_add(1, Ordering::AcqRel);
-            return Ok(Route::H2(c.send.clone(), Stream(Arc::clone(&c.streams))));
+            return Ok(Some((c.send.clone(), Stream(Arc::clone(&c.streams)))));
         }
         let connect_err = |source| ClientError::Connect {
             server: inner.server.to_string(),
@@ -175,7 +171,7 @@ impl Pool {
         if !io.connected().is_negotiated_h2() {
             tracing::info!(server = %inner.server, "the API server does not offer HTTP/2; using HTTP/1.1 (one connection per watch)");
             conns.h1_only = true;
-            return Ok(Route::H1);
+            return Ok(None);
         }
         let (send, connection) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
@@ -213,7 +209,7 @@ impl Pool {
             streams,
             max_streams,
         });
-        Ok(Route::H2(send, stream))
+        Ok(Some((send, stream)))
     }
 
     /// `req` on a connection with a free stream. A stream the server
@@ -241,8 +237,8 @@ impl Pool {
 
     async fn send_once(self, req: Request<Body>) -> Result<Response<PoolBody>, BoxError> {
         let (resp, stream) = match self.route().await? {
-            Route::H1 => (self.inner.h1.request(req).await?, None),
-            Route::H2(mut send, stream) => (send.send_request(req).await?, Some(stream)),
+            None => (self.inner.h1.request(req).await?, None),
+            Some((mut send, stream)) => (send.send_request(req).await?, Some(stream)),
         };
         // The body holds the stream slot until it is dropped.
         Ok(resp.map(|body| {
