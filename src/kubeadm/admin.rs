@@ -162,20 +162,13 @@ impl Access {
         };
         let server = (cluster.server.as_ref())
             .ok_or_else(|| KubeadmError::file(&admin, FileProblem::NoServer))?;
-        let minimal = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "kubernetes", "cluster": {
-                "server": server,
-                "certificate-authority-data": cluster.certificate_authority_data,
-            }}],
-            "users": [{"name": "admin", "user": {
-                "client-certificate-data": cert,
-                "client-key-data": key.expose_secret(),
-            }}],
-            "contexts": [{"name": "admin", "context": {"cluster": "kubernetes", "user": "admin"}}],
-            "current-context": "admin",
-        });
+        let ca = &cluster.certificate_authority_data;
+        let minimal = crate::source::client::one_context(
+            ["kubernetes", "admin", "admin"],
+            serde_json::json!({"server": server, "certificate-authority-data": ca}),
+            serde_json::json!({"client-certificate-data": cert,
+                "client-key-data": key.expose_secret()}),
+        );
         let kc: Kubeconfig =
             serde_json::from_value(minimal).map_err(|e| KubeadmError::file(&admin, e))?;
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())

@@ -17,7 +17,7 @@ use tower::ServiceBuilder;
 use crate::dirwatch::DirWatch;
 pub use error::{ApiError, ClientError};
 use kubeconfig::{KUBECONFIG_LIMIT, read_kubeconfigs};
-pub use kubeconfig::{check_kubeconfig, client_cert_kubeconfig, parse_kubeconfig};
+pub use kubeconfig::{check_kubeconfig, client_cert_kubeconfig, one_context, parse_kubeconfig};
 
 const SA_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 

@@ -95,21 +95,12 @@ fn kubelet_conf(dir: &Path, ca_bundle: &[u8]) -> Result<Option<FileWrite>, Kubea
 }
 
 fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, KubeadmError> {
-    let context = format!("{user}@kubernetes");
-    let doc = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kubernetes", "cluster": {
-            "certificate-authority": format!("{target}/ca.crt"),
-            "server": server,
-        }}],
-        "contexts": [{"name": context, "context": {"cluster": "kubernetes", "user": user}}],
-        "current-context": context,
-        "users": [{"name": user, "user": {
-            "client-certificate": format!("{target}/tls.crt"),
-            "client-key": format!("{target}/tls.key"),
-        }}],
-    });
+    let names = ["kubernetes", user, &format!("{user}@kubernetes")];
+    let cluster =
+        serde_json::json!({"certificate-authority": format!("{target}/ca.crt"), "server": server});
+    let (cert, key) = (format!("{target}/tls.crt"), format!("{target}/tls.key"));
+    let user = serde_json::json!({"client-certificate": cert, "client-key": key});
+    let doc = crate::source::client::one_context(names, cluster, user);
     let body = serde_yaml_ng::to_string(&doc).map_err(KubeadmError::Issue)?;
     Ok(format!(
         "# Written by `certsync kubeadm adopt`: the client certificate is certsync's target,\n\

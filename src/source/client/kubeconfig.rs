@@ -194,15 +194,26 @@ pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> S
     if let Some(name) = &config.tls_server_name {
         cluster["tls-server-name"] = name.clone().into();
     }
-    let kubeconfig = serde_json::json!({
+    let user = serde_json::json!({ "client-certificate": cert, "client-key": key });
+    serde_yaml_ng::to_string(&one_context(["default"; 3], cluster, user)).unwrap_or_default()
+}
+
+/// The one way certsync builds a kubeconfig: one context, named `context`, joining the
+/// cluster `cluster_name` and the user `user`, each with the fields given.
+pub fn one_context(
+    [cluster_name, user_name, context]: [&str; 3],
+    cluster: serde_json::Value,
+    user: serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{ "name": "default", "cluster": cluster }],
-        "users": [{ "name": "default", "user": { "client-certificate": cert, "client-key": key } }],
-        "contexts": [{ "name": "default", "context": { "cluster": "default", "user": "default" } }],
-        "current-context": "default",
-    });
-    serde_yaml_ng::to_string(&kubeconfig).unwrap_or_default()
+        "clusters": [{ "name": cluster_name, "cluster": cluster }],
+        "users": [{ "name": user_name, "user": user }],
+        "contexts": [{ "name": context,
+            "context": { "cluster": cluster_name, "user": user_name } }],
+        "current-context": context,
+    })
 }
 
 /// A kubeconfig, its YAML documents merged as `Kubeconfig::from_yaml`
