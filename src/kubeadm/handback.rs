@@ -173,11 +173,8 @@ pub(super) fn client_certificate_data<'a>(
         return Err(bad(FileProblem::ClientCerts(all.len())));
     };
     // Where it stands: once, or refused (which to replace would be a guess).
-    let data = data.trim();
-    match text.match_indices(data).collect::<Vec<_>>()[..] {
-        [(i, _)] if !data.is_empty() => Ok(&text[i..i + data.len()]),
-        _ => Err(bad(FileProblem::NotOnce("client-certificate-data"))),
-    }
+    crate::writer::written_once(text, data)
+        .ok_or_else(|| bad(FileProblem::NotOnce("client-certificate-data")))
 }
 
 /// `text` with `data`, its one client certificate ([`client_certificate_data`]), replaced

@@ -145,20 +145,23 @@ pub fn with_ca_data(
     if held == ca {
         return Ok(None);
     }
-    let old = fields[CA_DATA]
-        .as_str()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    let [(at, _)] = text.match_indices(&old).collect::<Vec<_>>()[..] else {
-        return Err(WriterError::CaDataNotOnce);
-    };
-    let edited = format!("{}{new}{}", &text[..at], &text[at + old.len()..]);
+    let old = written_once(text, fields[CA_DATA].as_str().unwrap_or_default());
+    let edited = text.replacen(old.ok_or(WriterError::CaDataNotOnce)?, &new, 1);
     fields.insert(CA_DATA.into(), Value::String(new));
-    if old.is_empty() || parse(&edited)? != doc {
+    if parse(&edited)? != doc {
         return Err(WriterError::CaDataNotOnce);
     }
     Ok(Some(edited))
+}
+
+/// Where `value` (trimmed, not empty) stands in the kubeconfig `text`, if exactly once: the
+/// text to replace to change it ([`with_ca_data`]).
+pub fn written_once<'a>(text: &'a str, value: &str) -> Option<&'a str> {
+    let value = value.trim();
+    match text.match_indices(value).collect::<Vec<_>>()[..] {
+        [(i, _)] if !value.is_empty() => Some(&text[i..i + value.len()]),
+        _ => None,
+    }
 }
 
 fn parse(text: &str) -> Result<Value, WriterError> {

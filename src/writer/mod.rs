@@ -64,7 +64,7 @@ pub use error::WriterError;
 pub use history::RevisionInfo;
 pub use kubeconfig::{
     CaCluster, ca_data, check_kubeconfig, embedded_pair, update_kubeconfig, update_kubeconfig_ca,
-    with_ca_data,
+    with_ca_data, written_once,
 };
 use layout::PIN;
 pub use layout::{DATA, LOCK_FILES, NotOwn, RevisionProblem};
