@@ -60,6 +60,7 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> 
             cluster.insecure_skip_tls_verify.is_some(),
         ),
         ("proxy-url", cluster.proxy_url.is_some()),
+        ("disable-compression", cluster.disable_compression.is_some()),
         ("tls-server-name", cluster.tls_server_name.is_some()),
         ("extensions", cluster.extensions.is_some()),
     ];

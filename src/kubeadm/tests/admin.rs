@@ -88,6 +88,7 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
             "",
         ),
         ("proxy-url", ", proxy-url: \"http://127.0.0.1:9\"", ""),
+        ("disable-compression", ", disable-compression: true", ""),
         (
             "certificate-authority",
             ", certificate-authority: /etc/kubernetes/pki/ca.crt",
