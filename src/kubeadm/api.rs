@@ -229,16 +229,21 @@ impl ClusterInfo {
     }
 }
 
-/// [`super::trust::stale_trust`] of cluster-info and `pki/ca.crt` on the
-/// node at `dir`, read through admin.conf as adopt's record `state` says;
-/// once adopt has renewed the CA, a warning when it could not be read.
-pub async fn cluster_info_status(dir: &Path, state: &State, now: i64) -> Option<(bool, String)> {
-    let (in_place, _) = super::node::ca_file(dir, "/etc/kubernetes/pki/ca.crt").ok()?;
+/// [`super::trust::stale_trust`] of cluster-info and `ca`, `pki/ca.crt` as status read it
+/// (empty: unreadable, not judged), through admin.conf as adopt's record `state` says; once
+/// adopt has renewed the CA, a warning when it could not be read.
+pub async fn cluster_info_status(
+    dir: &Path,
+    state: &State,
+    ca: &[u8],
+    now: i64,
+) -> Option<(bool, String)> {
+    (!ca.is_empty()).then_some(())?;
     let renewed = (state.trust.get(super::manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
     let access = Access::read(dir, Some(state));
     let read = async { cluster_info(&access.await?.client(None)?, TIMEOUT / 3).await };
     match read.await {
-        Ok(info) => judge(&info.trusted, &in_place.der, now),
+        Ok(info) => judge(&info.trusted, ca, now),
         Err(e) => renewed.then(|| {
             let said = format!("ConfigMap kube-public/cluster-info not checked: {e}");
             (false, said)

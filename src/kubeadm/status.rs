@@ -82,7 +82,8 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     let short = short.map(|w| Warning::new(WarningKind::ShortLifetime, w));
     s.warnings.extend(short.into_iter().chain(warnings));
     s.cas = cas;
-    match super::api::cluster_info_status(dir, &state, now).await {
+    let ca = s.cas.first().map(|c| c.der.as_slice()).unwrap_or_default();
+    match super::api::cluster_info_status(dir, &state, ca, now).await {
         Some((true, p)) => s.problem(cert, p),
         Some((false, w)) => s.warnings.push(Warning::new(WarningKind::ClusterInfo, w)),
         None => {}
