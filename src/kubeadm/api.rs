@@ -31,7 +31,6 @@ use serde_yaml_ng::Value;
 
 use super::admin::Access;
 use super::error::{CLUSTER_CONFIGURATION_KEY, FileProblem, KubeadmError, Refusal};
-use super::record::State;
 use crate::writer::{CaCluster, WriterError};
 
 /// How long adopt waits for each answer (status: a third).
@@ -152,8 +151,7 @@ pub struct Published {
 
 pub async fn published(client: &kube::Client) -> Result<Published, KubeadmError> {
     let object = PUBLISHED.get(client, TIMEOUT).await?;
-    let pem = object.as_ref().and_then(|o| o.data.clone());
-    let pem = pem.unwrap_or_default();
+    let pem = (object.as_ref().and_then(|o| o.data.clone())).unwrap_or_default();
     Ok(Published { object, pem })
 }
 
@@ -229,29 +227,7 @@ impl ClusterInfo {
     }
 }
 
-/// [`super::trust::stale_trust`] of cluster-info and `ca`, `pki/ca.crt` as status read it
-/// (empty: unreadable, not judged), through admin.conf as adopt's record `state` says; once
-/// adopt has renewed the CA, a warning when it could not be read.
-pub async fn cluster_info_status(
-    dir: &Path,
-    state: &State,
-    ca: &[u8],
-    now: i64,
-) -> Option<(bool, String)> {
-    (!ca.is_empty()).then_some(())?;
-    let renewed = (state.trust.get(super::manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
-    let access = Access::read(dir, Some(state));
-    let read = async { cluster_info(&access.await?.client(None)?, TIMEOUT / 3).await };
-    match read.await {
-        Ok(info) => judge(&info.trusted, ca, now),
-        Err(e) => renewed.then(|| {
-            let said = format!("ConfigMap kube-public/cluster-info not checked: {e}");
-            (false, said)
-        }),
-    }
-}
-
-fn judge(trusted: &[Vec<u8>], in_place: &[u8], now: i64) -> Option<(bool, String)> {
+pub(super) fn judge(trusted: &[Vec<u8>], in_place: &[u8], now: i64) -> Option<(bool, String)> {
     super::trust::stale_trust(
         "ConfigMap kube-public/cluster-info",
         trusted,

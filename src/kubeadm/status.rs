@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
+use super::api;
 use super::error::{FileProblem, KubeadmError};
 use super::manifest;
 use super::paths::host;
@@ -74,21 +75,35 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
             s.problem(cert, format!("CA {} ({}): {p}", c.name, c.path));
         }
     }
-    let ends = cas
-        .iter()
-        .map(|c| c.earlier_ends.iter().chain([&c.not_after_seconds]));
-    let ca_ends: Vec<i64> = ends.flatten().copied().filter(|&end| end > 0).collect();
+    let ends = (cas.iter()).flat_map(|c| c.earlier_ends.iter().chain([&c.not_after_seconds]));
+    let ca_ends: Vec<i64> = ends.copied().filter(|&end| end > 0).collect();
     let short = short_lifetimes(&s.certificates, &ca_ends);
     let short = short.map(|w| Warning::new(WarningKind::ShortLifetime, w));
     s.warnings.extend(short.into_iter().chain(warnings));
     s.cas = cas;
-    let ca = s.cas.first().map(|c| c.der.as_slice()).unwrap_or_default();
-    match super::api::cluster_info_status(dir, &state, ca, now).await {
+    match cluster_info(dir, &state, &s).await {
         Some((true, p)) => s.problem(cert, p),
         Some((false, w)) => s.warnings.push(Warning::new(WarningKind::ClusterInfo, w)),
         None => {}
     }
     Ok(s)
+}
+
+/// [`super::trust::stale_trust`] of cluster-info and `pki/ca.crt` as the report `s` read it
+/// (none: unreadable, not judged), through admin.conf as adopt's record `state` says; once
+/// adopt has renewed the CA, a warning when it could not be read.
+async fn cluster_info(dir: &Path, state: &State, s: &Status) -> Option<(bool, String)> {
+    let in_place = (s.cas.first().map(|c| c.der.as_slice())).filter(|d| !d.is_empty())?;
+    let renewed = (state.trust.get(manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
+    let access = super::admin::Access::read(dir, Some(state));
+    let read = async { api::cluster_info(&access.await?.client(None)?, api::TIMEOUT / 3).await };
+    match read.await {
+        Ok(info) => api::judge(&info.trusted, in_place, s.checked_at_seconds),
+        Err(e) => renewed.then(|| {
+            let said = format!("ConfigMap kube-public/cluster-info not checked: {e}");
+            (false, said)
+        }),
+    }
 }
 
 /// `/etc/kubernetes/certsync/backup/20261124T221933Z` -> RFC 3339; `None`
@@ -290,10 +305,9 @@ fn manifests(dir: &Path, state: &State, s: &mut Status) {
         if let Some(p) = &problem {
             s.problem(Cause::AdoptionLost, format!("{path}: {p}"));
         }
-        let adopted = problem.is_none();
         s.manifests.push(ManifestStatus {
             manifest: path,
-            adopted,
+            adopted: problem.is_none(),
             as_adopt_wrote,
             problem,
         });

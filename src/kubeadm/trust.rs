@@ -326,19 +326,19 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
         };
         let (from, to) = (ca.not_before, ca.not_after);
         c.der.clone_from(&ca.der);
-        c.not_after = Some(rfc3339(to));
+        let ends = rfc3339(to);
+        c.not_after = Some(ends.clone());
         c.not_after_seconds = to;
         c.renewal_due = now > due_from(from, to);
         if to <= now {
-            c.problem = Some(format!("ended {}", rfc3339(to)));
+            c.problem = Some(format!("ended {ends}"));
         } else if c.renewal_due {
             warnings.push(Warning::new(
                 WarningKind::CaRenewalDue,
                 format!(
-                    "the CA {cert} ends {}: `certsync kubeadm adopt` renews it with its own key \
-                     (etcd, the API server and the controller-manager restart once on the new \
-                     trust)",
-                    rfc3339(to)
+                    "the CA {cert} ends {ends}: `certsync kubeadm adopt` renews it with its own \
+                     key (etcd, the API server and the controller-manager restart once on the new \
+                     trust)"
                 ),
             ));
         }
@@ -349,9 +349,8 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             let fix = format!(
                 "run `certsync kubeadm adopt`, which puts {CA_BUNDLE}'s certificates in its \
                  certificate-authority-data (the kubelet reads it at its next start; the CA now \
-                 in place ends {}); on nodes certsync does not adopt (workers), put them there \
-                 by hand and restart the kubelet",
-                rfc3339(to)
+                 in place ends {ends}); on nodes certsync does not adopt (workers), put them \
+                 there by hand and restart the kubelet"
             );
             match kubelet_trust(dir, &ca.der, now, &fix) {
                 Some((true, w)) => c.problem = Some(w),

@@ -28,10 +28,6 @@ impl Cause {
         Self::AdoptionLost,
         Self::Certificate,
     ];
-
-    pub fn exit_code(self) -> u8 {
-        self as u8
-    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -138,7 +134,7 @@ impl Status {
     /// 0 when healthy, else the exit code of the first cause.
     pub fn exit_code(&self) -> u8 {
         let first = self.problems.iter().map(|p| p.cause).min();
-        first.map_or(0, Cause::exit_code)
+        first.map_or(0, |c| c as u8)
     }
 
     pub(super) fn problem(&mut self, cause: Cause, message: impl Into<String>) {
