@@ -46,7 +46,7 @@ pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError
 /// `..history` if it is certsync's own ([`open_own`]; one that is not is
 /// never read), and its entries by revision number → directory name.
 pub(super) fn history(root: &Dir) -> Result<(Option<Dir>, BTreeMap<u64, String>), WriterError> {
-    let Ok(h) = open_own(root, HISTORY) else {
+    let Ok(h) = open_own(root, HISTORY, Path::new(HISTORY)) else {
         return Ok((None, BTreeMap::new()));
     };
     let names = list(&h, Path::new(HISTORY))?
@@ -119,7 +119,7 @@ impl Writer {
         let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
             return Ok(());
         };
-        let Ok(src) = open_own(root, dir_name) else {
+        let Ok(src) = open_own(root, dir_name, &src_path) else {
             // Not certsync's: not to keep, nor to restore later.
             return remove_any(root, dir_name, &src_path);
         };
@@ -188,7 +188,7 @@ impl Writer {
         if root.symlink_metadata(HISTORY).is_err() {
             return Ok(false);
         }
-        let Ok(h) = open_own(root, HISTORY) else {
+        let Ok(h) = open_own(root, HISTORY, &path) else {
             tracing::warn!(path = %path.display(), "removed a ..history certsync did not make; not read");
             remove_any(root, HISTORY, &path)?;
             return Ok(true);

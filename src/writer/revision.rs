@@ -41,12 +41,15 @@ pub(super) struct Revision {
     pub(super) meta: BTreeMap<String, FileMeta>,
 }
 
-/// `name` in `parent`, opened without following, if it is a directory of
-/// certsync's own ([`own`]); else why not. One that is not is never read.
-pub(super) fn open_own(parent: &Dir, name: &str) -> Result<Dir, String> {
-    let dir = parent.open_dir_nofollow(name).map_err(not_a_dir)?;
-    let m = dir.dir_metadata().map_err(|e| e.to_string())?;
-    own(m.uid(), m.mode()).map_err(|p| p.to_string())?;
+/// `name` in `parent` (`shown` in messages), opened without following, if it is a
+/// directory of certsync's own ([`own`]); else why not. One that is not is never read.
+pub(super) fn open_own(parent: &Dir, name: &str, shown: &Path) -> Result<Dir, RevisionProblem> {
+    let not = |why: String| RevisionProblem::Unreadable(format!("{}: {why}", shown.display()));
+    let dir = parent
+        .open_dir_nofollow(name)
+        .map_err(|e| not(not_a_dir(e)))?;
+    let m = dir.dir_metadata().map_err(|e| not(e.to_string()))?;
+    own(m.uid(), m.mode()).map_err(|p| not(p.to_string()))?;
     Ok(dir)
 }
 
@@ -66,8 +69,7 @@ pub(super) fn read_revision_at(
     shown: &Path,
 ) -> Result<Revision, RevisionProblem> {
     let unreadable = |e: &dyn std::fmt::Display| RevisionProblem::Unreadable(e.to_string());
-    let dir =
-        open_own(parent, name).map_err(|p| unreadable(&format!("{}: {p}", shown.display())))?;
+    let dir = open_own(parent, name, shown)?;
     let mut rev = Revision::default();
     for name in list(&dir, shown).map_err(|e| unreadable(&e))? {
         let path = shown.join(&name);
