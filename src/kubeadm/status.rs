@@ -93,7 +93,9 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
 /// (none: unreadable, not judged), through admin.conf as adopt's record `state` says; once
 /// adopt has renewed the CA, a warning when it could not be read.
 async fn cluster_info(dir: &Path, state: &State, s: &Status) -> Option<(bool, String)> {
-    let in_place = (s.cas.first().map(|c| c.der.as_slice())).filter(|d| !d.is_empty())?;
+    let in_place = (s.cas.iter().find(|c| c.path == super::admin::CA))?
+        .der
+        .as_deref()?;
     let renewed = (state.trust.get(manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
     let access = super::admin::Access::read(dir, Some(state));
     let read = async { api::cluster_info(&access.await?.client(None)?, api::TIMEOUT / 3).await };

@@ -299,9 +299,9 @@ pub struct CaStatus {
     /// The ends of every earlier certificate kept beside it.
     #[serde(skip)]
     pub earlier_ends: Vec<i64>,
-    /// The certificate in place (DER; empty: unreadable), as read once for the report.
+    /// The certificate in place (DER), as read once for the report; none when unreadable.
     #[serde(skip)]
-    pub der: Vec<u8>,
+    pub der: Option<Vec<u8>>,
     pub problem: Option<String>,
 }
 
@@ -325,7 +325,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             }
         };
         let (from, to) = (ca.not_before, ca.not_after);
-        c.der.clone_from(&ca.der);
+        c.der = Some(ca.der.clone());
         let ends = rfc3339(to);
         c.not_after = Some(ends.clone());
         c.not_after_seconds = to;
