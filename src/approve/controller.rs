@@ -83,7 +83,7 @@ pub async fn run(
     ));
     let mut csr_watch = watching
         .clone()
-        .fields(&format!("spec.signerName={}", config.signer));
+        .fields(&format!("spec.signerName={}", policy::SIGNER));
     if let Some(labels) = &config.selector {
         csr_watch = csr_watch.labels(labels);
     }
@@ -92,7 +92,7 @@ pub async fn run(
         Watch::new(Api::<Node>::all(client.clone()), watching, "nodes").stream(),
         &metrics,
     );
-    tracing::info!(signer = %config.signer, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
+    tracing::info!(signer = %policy::SIGNER, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
     let mut approver = Approver {
         policy: Arc::new(config.policy.clone()),
         config,

@@ -31,7 +31,6 @@ impl LeaseSettings {
 pub struct ApproverConfig {
     pub client: ClientSettings,
     pub policy: Policy,
-    pub signer: String,
     pub dry_run: bool,
     /// `None`: this is the only replica and always writes.
     pub lease: Option<LeaseSettings>,

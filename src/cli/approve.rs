@@ -16,6 +16,19 @@ pub enum CsrCommand {
     /// key, age and the verdict of `certsync approve`'s checks.
     Review(ReviewArgs),
 }
+
+/// The kubeconfig and context approve and review reach the API server with.
+#[derive(Debug, Args)]
+pub struct KubeArgs {
+    /// Kubeconfig (default, as kubectl: `KUBECONFIG`'s paths merged, then
+    /// `~/.kube/config`, then the pod's service account).
+    #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, env = "CERTSYNC_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
+}
+
 /// The kubelet-serving policy's bounds (approve and review).
 #[derive(Debug, Args)]
 pub struct PolicyArgs {
@@ -91,13 +104,8 @@ pub struct ReviewArgs {
     /// Deny the reviewed kubelet serving CSRs that definitely fail a check.
     #[arg(long)]
     pub deny: bool,
-    /// Kubeconfig (default, as kubectl: `KUBECONFIG`'s paths merged, then
-    /// `~/.kube/config`, then the pod's service account).
-    #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: its current context).
-    #[arg(long, env = "CERTSYNC_CONTEXT", value_name = "NAME")]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub kube: KubeArgs,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }
@@ -109,13 +117,8 @@ pub struct ApproveArgs {
     /// Log what would be decided; write nothing.
     #[arg(long, env = "CERTSYNC_DRY_RUN")]
     pub dry_run: bool,
-    /// Kubeconfig (default, as kubectl: `KUBECONFIG`'s paths merged, then
-    /// `~/.kube/config`, then the pod's service account).
-    #[arg(long, env = "CERTSYNC_KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: its current context).
-    #[arg(long, env = "CERTSYNC_CONTEXT", value_name = "NAME")]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub kube: KubeArgs,
     /// The Lease replicas elect a leader with (only the leader writes);
     /// `--lease-name ""` for a single replica without election.
     #[arg(long, env = "CERTSYNC_LEASE_NAME", default_value = "certsync-approver")]

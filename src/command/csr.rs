@@ -23,8 +23,8 @@ pub fn review(a: &ReviewArgs) -> Finished {
 #[tokio::main(flavor = "current_thread")]
 async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
     let settings = crate::source::client::ClientSettings {
-        kubeconfig: a.kubeconfig.clone(),
-        context: a.context.clone(),
+        kubeconfig: a.kube.kubeconfig.clone(),
+        context: a.kube.context.clone(),
         ..Default::default()
     };
     // No node network given: every other check runs, and the addresses

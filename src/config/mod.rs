@@ -84,13 +84,12 @@ impl ApproveArgs {
             .unwrap_or_else(|| format!("certsync-{}", std::process::id()));
         crate::approve::ApproverConfig {
             client: ClientSettings {
-                kubeconfig: self.kubeconfig.clone(),
-                context: self.context.clone(),
+                kubeconfig: self.kube.kubeconfig.clone(),
+                context: self.kube.context.clone(),
                 watch_timeout: self.watch_timeout,
                 ..ClientSettings::default()
             },
             policy: self.policy.policy(),
-            signer: crate::approve::policy::SIGNER.into(),
             dry_run: self.dry_run,
             lease: (!self.lease_name.is_empty()).then(|| crate::approve::LeaseSettings {
                 name: self.lease_name.clone(),
