@@ -94,7 +94,6 @@ pub async fn run(
     );
     tracing::info!(signer = %policy::SIGNER, dry_run = config.dry_run, leader_election = config.lease.is_some() && !config.dry_run, selector = config.selector.as_deref().unwrap_or(""), "approver started");
     let mut approver = Approver {
-        policy: Arc::new(config.policy.clone()),
         config,
         api,
         metrics,
@@ -139,7 +138,6 @@ struct Approver {
     facts_problem: Option<String>,
     /// Whether the facts were read (or tried) once: not ready before.
     facts_read: bool,
-    policy: Arc<policy::Policy>,
 }
 
 /// `decide` on each of `items` off the runtime, with the Nodes of `nodes`
@@ -264,7 +262,7 @@ impl Approver {
             let mut seen = self.watches.lock();
             (seen.next_round(), seen.node_index())
         };
-        let policy = self.policy.clone();
+        let policy = self.config.policy.clone();
         let decide = move |(csr, over): (Csr, Option<usize>), nodes: &policy::Nodes| {
             let (verdict, facts) = match over {
                 Some(count) => {
@@ -309,7 +307,7 @@ impl Approver {
         self.cluster = None;
         let fresh = self.cluster_facts().await?;
         let nodes = self.watches.lock().node_index();
-        let policy = self.policy.clone();
+        let policy = self.config.policy.clone();
         let decide = move |(csr, verdict, facts): Decided, nodes: &policy::Nodes| match verdict {
             Verdict::Approve => {
                 let (verdict, facts) = policy::decide_with(&csr, nodes, &fresh, &policy);

@@ -30,7 +30,7 @@ impl LeaseSettings {
 #[derive(Debug, Clone)]
 pub struct ApproverConfig {
     pub client: ClientSettings,
-    pub policy: Policy,
+    pub policy: std::sync::Arc<Policy>,
     pub dry_run: bool,
     /// `None`: this is the only replica and always writes.
     pub lease: Option<LeaseSettings>,

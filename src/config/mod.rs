@@ -89,7 +89,7 @@ impl ApproveArgs {
                 watch_timeout: self.watch_timeout,
                 ..ClientSettings::default()
             },
-            policy: self.policy.policy(),
+            policy: self.policy.policy().into(),
             dry_run: self.dry_run,
             lease: (!self.lease_name.is_empty()).then(|| crate::approve::LeaseSettings {
                 name: self.lease_name.clone(),

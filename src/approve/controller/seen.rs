@@ -55,13 +55,13 @@ impl Seen {
     }
 
     pub fn all_dirty(&mut self) {
-        self.dirty = self
-            .csrs
-            .items()
-            .values()
-            .filter(|c| pending(c))
-            .map(name_of)
-            .collect();
+        self.dirty = self.pending_names(|_| true).collect();
+    }
+
+    /// The names of the pending CSRs `which` picks.
+    fn pending_names(&self, which: impl Fn(&Csr) -> bool) -> impl Iterator<Item = String> {
+        let csrs = self.csrs.items().values();
+        csrs.filter(move |c| pending(c) && which(c)).map(name_of)
     }
 
     fn csr_event(&mut self, event: watcher::Event<Csr>) {
@@ -100,13 +100,7 @@ impl Seen {
             None => self.pieces.remove(&node),
         };
         let user = format!("{}{node}", policy::NODE_PREFIX);
-        let names: Vec<String> = self
-            .csrs
-            .items()
-            .values()
-            .filter(|c| pending(c) && requester(c) == user)
-            .map(name_of)
-            .collect();
+        let names: Vec<String> = self.pending_names(|c| requester(c) == user).collect();
         self.dirty.extend(names);
     }
 
