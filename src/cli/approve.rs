@@ -32,55 +32,8 @@ pub struct KubeArgs {
 /// The kubelet-serving policy's bounds (approve and review).
 #[derive(Debug, Args)]
 pub struct PolicyArgs {
-    /// The node networks: an IP SAN is approved only inside one of these
-    /// ranges (and only if the node's Node lists it); repeatable, e.g.
-    /// `--node-cidr 192.168.10.0/24 --node-cidr fd00:10::/64`. Required
-    /// unless --allow-any-node-address.
-    #[arg(
-        long = "node-cidr",
-        env = "CERTSYNC_NODE_CIDR",
-        value_delimiter = ',',
-        value_name = "CIDR"
-    )]
-    pub node_cidrs: Vec<crate::approve::policy::Cidr>,
-    /// Declare no node network: approve any IP address a node's Node lists
-    /// (never reserved ones, never another node's). A node writes its own
-    /// Node status, so this lets a compromised node get a certificate for
-    /// any free address in the cluster's networks.
-    #[arg(long, env = "CERTSYNC_ALLOW_ANY_NODE_ADDRESS")]
-    pub allow_any_node_address: bool,
-    /// DNS SANs beyond the node's own name must match one of these
-    /// patterns (a name, or `*.SUFFIX` for names under SUFFIX) and be
-    /// listed by the node's Node; repeatable. A requested wildcard, a
-    /// Service name or another node's name is denied whatever the pattern.
-    #[arg(
-        long = "allowed-dns",
-        env = "CERTSYNC_ALLOWED_DNS",
-        value_delimiter = ',',
-        value_name = "PATTERN"
-    )]
-    pub allowed_dns: Vec<String>,
-    /// A Service range to refuse besides those the cluster reports
-    /// (ServiceCIDR objects, the `kubernetes` Service's IP); for clusters
-    /// without the networking.k8s.io/v1 ServiceCIDR API; repeatable.
-    #[arg(
-        long = "service-cidr",
-        env = "CERTSYNC_SERVICE_CIDR",
-        value_delimiter = ',',
-        value_name = "CIDR"
-    )]
-    pub service_cidrs: Vec<crate::approve::policy::Cidr>,
-    /// An IP address, CIDR or DNS name that is never a node's, besides
-    /// what the approver reads from the cluster: a load balancer or VIP in
-    /// front of the API server that its EndpointSlices, `cluster-info` and
-    /// `kubeadm-config` do not name; repeatable.
-    #[arg(
-        long = "reserved",
-        env = "CERTSYNC_RESERVED",
-        value_delimiter = ',',
-        value_name = "IP|CIDR|NAME"
-    )]
-    pub reserved: Vec<crate::approve::policy::Reserved>,
+    #[command(flatten)]
+    pub policy: crate::approve::Policy,
     /// Deny requests whose expirationSeconds is longer than this.
     #[arg(long, env = "CERTSYNC_MAX_EXPIRATION", value_parser = duration(600_000, YEAR * 100), value_name = "DURATION")]
     pub max_expiration: Option<Duration>,

@@ -29,8 +29,8 @@ async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
     };
     // No node network given: every other check runs, and the addresses
     // are marked as not checked (never approved: `--approve` needs them).
-    let addresses_unchecked = a.policy.node_cidrs.is_empty() && !a.policy.allow_any_node_address;
     let mut policy = a.policy.policy();
+    let addresses_unchecked = policy.node_cidrs.is_empty() && !policy.any_node_address;
     policy.any_node_address |= addresses_unchecked;
     let (rows, done) = crate::approve::review(
         &settings,

@@ -44,24 +44,19 @@ use crate::source::client::ClientSettings;
 
 impl PolicyArgs {
     pub fn policy(&self) -> crate::approve::Policy {
-        crate::approve::Policy {
-            allowed_dns: self.allowed_dns.clone(),
-            node_cidrs: self.node_cidrs.clone(),
-            any_node_address: self.allow_any_node_address,
-            service_cidrs: self.service_cidrs.clone(),
-            reserved: self.reserved.clone(),
-            max_expiration: self.max_expiration,
-        }
+        let mut policy = self.policy.clone();
+        policy.max_expiration = self.max_expiration;
+        policy
     }
 
     /// Refuses a policy that would trust node-written addresses alone.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if let Some(all) = self.node_cidrs.iter().find(|c| c.is_everything()) {
+        if let Some(all) = self.policy.node_cidrs.iter().find(|c| c.is_everything()) {
             return Err(ConfigError::EveryAddress {
                 cidr: all.to_string(),
             });
         }
-        if self.node_cidrs.is_empty() && !self.allow_any_node_address {
+        if self.policy.node_cidrs.is_empty() && !self.policy.any_node_address {
             return Err(ConfigError::NoNodeCidr);
         }
         Ok(())

@@ -92,23 +92,65 @@ impl Verdict {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The operator's bounds: `approve`'s and `csr review`'s flags, the
+/// longest `expirationSeconds` approved among them (read with the other
+/// flags' duration bounds, so set by the command line).
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct Policy {
-    /// Patterns a DNS name beyond the node's own name must match (besides
-    /// being listed by its Node): exact names, or `*.SUFFIX` for names
-    /// under SUFFIX. Never widens what is reserved or another node's.
-    pub allowed_dns: Vec<String>,
-    /// The node networks: every IP SAN must lie inside one.
+    /// The node networks: an IP SAN is approved only inside one of these
+    /// ranges (and only if the node's Node lists it); repeatable, e.g.
+    /// `--node-cidr 192.168.10.0/24 --node-cidr fd00:10::/64`. Required
+    /// unless --allow-any-node-address.
+    #[arg(
+        long = "node-cidr",
+        env = "CERTSYNC_NODE_CIDR",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
     pub node_cidrs: Vec<Cidr>,
-    /// No node network declared, knowingly: any address a Node lists
-    /// (and nothing reserved nor another node's) is accepted.
+    /// Declare no node network: approve any IP address a node's Node lists
+    /// (never reserved ones, never another node's). A node writes its own
+    /// Node status, so this lets a compromised node get a certificate for
+    /// any free address in the cluster's networks.
+    #[arg(
+        long = "allow-any-node-address",
+        env = "CERTSYNC_ALLOW_ANY_NODE_ADDRESS"
+    )]
     pub any_node_address: bool,
-    /// Service ranges the operator names (`--service-cidr`), for clusters
-    /// without the ServiceCIDR API.
+    /// DNS SANs beyond the node's own name must match one of these
+    /// patterns (a name, or `*.SUFFIX` for names under SUFFIX) and be
+    /// listed by the node's Node; repeatable. A requested wildcard, a
+    /// Service name or another node's name is denied whatever the pattern.
+    // A pattern never widens what is reserved or another node's.
+    #[arg(
+        long = "allowed-dns",
+        env = "CERTSYNC_ALLOWED_DNS",
+        value_delimiter = ',',
+        value_name = "PATTERN"
+    )]
+    pub allowed_dns: Vec<String>,
+    /// A Service range to refuse besides those the cluster reports
+    /// (ServiceCIDR objects, the `kubernetes` Service's IP); for clusters
+    /// without the networking.k8s.io/v1 ServiceCIDR API; repeatable.
+    #[arg(
+        long = "service-cidr",
+        env = "CERTSYNC_SERVICE_CIDR",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
     pub service_cidrs: Vec<Cidr>,
-    /// Other names and addresses that are never a node's (`--reserved`).
+    /// An IP address, CIDR or DNS name that is never a node's, besides
+    /// what the approver reads from the cluster: a load balancer or VIP in
+    /// front of the API server that its EndpointSlices, `cluster-info` and
+    /// `kubeadm-config` do not name; repeatable.
+    #[arg(
+        long = "reserved",
+        env = "CERTSYNC_RESERVED",
+        value_delimiter = ',',
+        value_name = "IP|CIDR|NAME"
+    )]
     pub reserved: Vec<Reserved>,
-    /// The longest `expirationSeconds` approved.
+    #[arg(skip)]
     pub max_expiration: Option<Duration>,
 }
 
