@@ -90,7 +90,6 @@ pub const REVIEW_COLUMNS: &[Column<ReviewRow>] = &[
 /// with `approve`/`deny` the writes; returns the rows and what was done.
 /// `addresses_unchecked`: no node network was given, so a request passing
 /// every other check is `unchecked`, never approved.
-#[allow(clippy::too_many_arguments)]
 pub async fn review(
     settings: &ClientSettings,
     names: &[String],
