@@ -88,17 +88,21 @@ pub const REVIEW_COLUMNS: &[Column<ReviewRow>] = &[
 
 /// `csr review`: the verdict on every pending CSR (or those named), and
 /// with `approve`/`deny` the writes; returns the rows and what was done.
-/// `addresses_unchecked`: no node network was given, so a request passing
-/// every other check is `unchecked`, never approved.
+/// No node network given (`policy`): every other check runs, and a request
+/// passing them is `unchecked`, never approved (`--approve` needs them).
 pub async fn review(
     settings: &ClientSettings,
     names: &[String],
     selector: Option<&str>,
     policy: &Policy,
-    addresses_unchecked: bool,
     approve: bool,
     deny: bool,
 ) -> Result<(Vec<ReviewRow>, Vec<String>), ApproveError> {
+    let addresses_unchecked = policy.node_cidrs.is_empty() && !policy.any_node_address;
+    let policy = &Policy {
+        any_node_address: policy.any_node_address || addresses_unchecked,
+        ..policy.clone()
+    };
     let (client, server, _) = connect(settings).await?;
     let api: Api<Csr> = Api::all(client.clone());
     let params = selector.map_or_else(ListParams::default, |l| ListParams::default().labels(l));

@@ -27,17 +27,11 @@ async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
         context: a.kube.context.clone(),
         ..Default::default()
     };
-    // No node network given: every other check runs, and the addresses
-    // are marked as not checked (never approved: `--approve` needs them).
-    let mut policy = a.policy.policy();
-    let addresses_unchecked = policy.node_cidrs.is_empty() && !policy.any_node_address;
-    policy.any_node_address |= addresses_unchecked;
     let (rows, done) = crate::approve::review(
         &settings,
         &a.names,
         a.policy.selector.as_deref(),
-        &policy,
-        addresses_unchecked,
+        &a.policy.policy(),
         a.approve,
         a.deny,
     )
