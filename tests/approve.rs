@@ -975,6 +975,58 @@ async fn review_shows_verdicts_and_approves_only_what_passes() {
     env.cleanup().await;
 }
 
+/// `csr review` without a node network runs every other check and shows
+/// a request passing them as `unchecked`, never `approve`; given the node
+/// networks, an address the node lists outside them is denied, whatever
+/// review does for the case without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_without_node_networks_approves_no_address() {
+    let mut env = Env::new().await;
+    let n8 = env.node_name("n8");
+    let (inside, outside) = (env.ip(18), format!("fdc6:0:{:x}::18", env.block));
+    env.add_node(
+        &n8,
+        &[
+            ("InternalIP", &inside),
+            ("InternalIP", &outside),
+            ("Hostname", &n8),
+        ],
+    )
+    .await;
+    let kubelet = env.node_client(&n8).await;
+    let csr = env
+        .kubelet_asks(&kubelet, &n8, &[&n8], &[&inside, &outside])
+        .await;
+    let review = |networks: &[&str]| {
+        let out = std::process::Command::new(certsync_bin())
+            .args(["csr", "review", "--kubeconfig"])
+            .arg(&env.kubeconfig)
+            .args(networks)
+            .args(["-l", &format!("{RUN_LABEL}={}", env.run), &csr])
+            .output()
+            .unwrap();
+        let table = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{table}");
+        let row = table.lines().find(|l| l.starts_with(&csr));
+        row.unwrap_or_else(|| panic!("no row for {csr} in\n{table}"))
+            .to_owned()
+    };
+    let unchecked = review(&[]);
+    assert!(
+        unchecked.contains("unchecked: passes every other check"),
+        "{unchecked}"
+    );
+    let strict = review(&["--node-cidr", NODE_NET, "--node-cidr", NODE_NET6]);
+    assert!(
+        strict.contains(&format!(
+            "deny: ip-san IP address {outside} is outside the node networks"
+        )),
+        "{strict}"
+    );
+    assert_eq!(env.conditions(&csr).await, 0, "review alone writes nothing");
+    env.cleanup().await;
+}
+
 /// What a node puts in its request reaches the
 /// operator's terminal escaped, in the table and in the approver's log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
