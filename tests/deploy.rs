@@ -521,7 +521,8 @@ fn approver_config(args: &[String]) -> certsync::approve::ApproverConfig {
     };
     // What the binary checks before it starts.
     a.policy.check().unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    a.config()
+    a.config(|_| None)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// The approver: read CSRs and Nodes, update only `/approval`, approve

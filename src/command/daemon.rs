@@ -116,7 +116,8 @@ async fn daemon(config: Config) -> Result<(), CommandError> {
 /// `certsync approve`: the controller and its admin port until a signal.
 pub fn approve(args: &ApproveArgs) -> Finished {
     args.policy.check()?;
-    approver(args.config()).map_err(|e| CommandError::Approver(Box::new(e)))?;
+    let config = args.config(|var| std::env::var(var).ok())?;
+    approver(config).map_err(|e| CommandError::Approver(Box::new(e)))?;
     Ok(0)
 }
 

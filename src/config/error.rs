@@ -71,10 +71,11 @@ pub enum ConfigError {
     )]
     NoNodeCidr,
 
-    // Why `--events` cannot name the Pod it needs.
-    #[error("--events: {var}: {source}")]
-    EventsNotAName {
-        var: &'static str,
+    /// A name that goes into an API path (`at`: the flag or variable that
+    /// gave it) but is not a Kubernetes name.
+    #[error("{at}: {source}")]
+    NotAName {
+        at: &'static str,
         source: Box<ConfigError>,
     },
     #[error(

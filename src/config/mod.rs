@@ -64,20 +64,47 @@ impl PolicyArgs {
 }
 
 impl ApproveArgs {
-    pub fn config(&self) -> crate::approve::ApproverConfig {
+    /// The approver's configuration, `env` read for `POD_NAMESPACE` and the
+    /// identity (`POD_NAME`, else `HOSTNAME`). The Lease's name and
+    /// namespace are refused unless Kubernetes names: each is a segment of
+    /// the API path of every Lease request, and a `/` would address
+    /// another object.
+    pub fn config(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<crate::approve::ApproverConfig, ConfigError> {
+        let named = |at, what, value: &str, max| {
+            mapping::check_dns(what, value, max).map_err(|e| ConfigError::NotAName {
+                at,
+                source: Box::new(e),
+            })
+        };
         // Without a flag or POD_NAMESPACE, the client configuration's
         // namespace (context or service account), known once it is loaded.
-        let namespace = self.lease_namespace.clone().or_else(|| {
-            std::env::var("POD_NAMESPACE")
-                .ok()
-                .map(|s| s.trim().to_owned())
+        let namespace = match &self.lease_namespace {
+            Some(ns) => Some(("--lease-namespace", ns.clone())),
+            None => (env("POD_NAMESPACE").map(|s| s.trim().to_owned()))
                 .filter(|s| !s.is_empty())
-        });
-        let identity = std::env::var("POD_NAME")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
+                .map(|ns| ("POD_NAMESPACE", ns)),
+        };
+        let identity = (env("POD_NAME").or_else(|| env("HOSTNAME")))
             .unwrap_or_else(|| format!("certsync-{}", std::process::id()));
-        crate::approve::ApproverConfig {
+        let lease = match self.lease_name.is_empty() {
+            true => None,
+            false => {
+                named("--lease-name", "name", &self.lease_name, 253)?;
+                if let Some((at, ns)) = &namespace {
+                    named(at, "namespace", ns, 63)?;
+                }
+                Some(crate::approve::LeaseSettings {
+                    name: self.lease_name.clone(),
+                    namespace: namespace.map(|(_, ns)| ns),
+                    identity,
+                    duration: self.lease_duration,
+                })
+            }
+        };
+        Ok(crate::approve::ApproverConfig {
             client: ClientSettings {
                 kubeconfig: self.kube.kubeconfig.clone(),
                 context: self.kube.context.clone(),
@@ -86,16 +113,11 @@ impl ApproveArgs {
             },
             policy: self.policy.policy().into(),
             dry_run: self.dry_run,
-            lease: (!self.lease_name.is_empty()).then(|| crate::approve::LeaseSettings {
-                name: self.lease_name.clone(),
-                namespace,
-                identity,
-                duration: self.lease_duration,
-            }),
+            lease,
             events: self.events,
             admin_addr: self.admin_addr,
             selector: self.policy.selector.clone(),
-        }
+        })
     }
 }
 

@@ -565,7 +565,7 @@ fn events_pod_for_mappings_without_an_object() {
     for m in [&ca, &dir] {
         let e = events_pod(true, false, m, bad).unwrap_err();
         assert!(
-            matches!(&e, ConfigError::EventsNotAName { var: "POD_NAMESPACE", source }
+            matches!(&e, ConfigError::NotAName { at: "--events: POD_NAMESPACE", source }
                 if matches!(&**source, ConfigError::Name { value, .. } if value == "kube/system")),
             "{e}"
         );
@@ -749,3 +749,47 @@ fn attack_config_debug_never_shows_reload_credentials() {
 }
 
 mod paths;
+
+/// The Lease's name and namespace go into the API path of every request the
+/// approver makes for it: one with a `/` (from `--lease-namespace`,
+/// `--lease-name` or `POD_NAMESPACE`) would address another object.
+#[test]
+fn attack_a_lease_name_or_namespace_that_is_not_a_kubernetes_name_is_refused() {
+    let approve = |extra: &[&str]| {
+        let argv = ["certsync", "approve", "--node-cidr", "10.0.0.0/8"];
+        match Cli::try_parse_from(argv.iter().chain(extra))
+            .unwrap()
+            .command
+        {
+            Command::Approve(a) => a,
+            _ => unreachable!(),
+        }
+    };
+    let pod_ns = |ns: &'static str| move |v: &str| (v == "POD_NAMESPACE").then(|| ns.to_owned());
+    let refused = |e: ConfigError, flag: &str, bad: &str| {
+        matches!(&e, ConfigError::NotAName { at, source } if *at == flag
+            && matches!(&**source, ConfigError::Name { value, .. } if value == bad))
+    };
+    let a = approve(&["--lease-namespace", "kube-system/leases/x"]);
+    let e = a.config(|_| None).unwrap_err();
+    assert!(refused(e, "--lease-namespace", "kube-system/leases/x"));
+    let a = approve(&["--lease-name", "x/../y"]);
+    let e = a.config(|_| None).unwrap_err();
+    assert!(refused(e, "--lease-name", "x/../y"));
+    let e = approve(&[]).config(pod_ns("a/b")).unwrap_err();
+    assert!(refused(e, "POD_NAMESPACE", "a/b"));
+    // The names as Kubernetes makes them pass; without a Lease none is used.
+    let ok = approve(&[]).config(pod_ns("kube-system")).unwrap();
+    let lease = ok.lease.unwrap();
+    assert_eq!(
+        (lease.name.as_str(), lease.namespace.as_deref()),
+        ("certsync-approver", Some("kube-system"))
+    );
+    assert!(
+        approve(&["--lease-name", ""])
+            .config(pod_ns("a/b"))
+            .unwrap()
+            .lease
+            .is_none()
+    );
+}
