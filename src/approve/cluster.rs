@@ -15,7 +15,7 @@ use super::error::ApproveError;
 use super::policy::{Cidr, Cluster, Policy, dns_name};
 use hostport::{Host, parse_ip_sloppy};
 
-mod hostport;
+pub(crate) mod hostport;
 
 fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)

@@ -330,17 +330,13 @@ impl Source {
     }
 }
 
-/// Checks a Kubernetes namespace or object name (DNS-1123: lower-case
-/// letters, digits, '-' and, for names, '.'; alphanumeric at both ends).
+/// Checks a Kubernetes namespace (`IsDNS1123Label`) or object name
+/// (`IsDNS1123Subdomain`): no object is named otherwise, so every request
+/// about it would be answered 404; `what` other than "name" takes no dot.
 pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), ConfigError> {
-    let dots = what == "name";
-    let ok = !s.is_empty()
-        && s.len() <= max
-        && s.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || (dots && b == b'.')
-        })
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let ok = s.len() <= max
+        && (what == "name" || !s.contains('.'))
+        && crate::approve::cluster::hostport::dns1123_subdomain(s);
     if ok {
         Ok(())
     } else {

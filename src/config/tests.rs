@@ -193,6 +193,16 @@ fn bad_mappings_are_refused_with_the_reason() {
             &["--sync", "configmap:ns/x_y=/b"],
             "name \"x_y\" is not a valid",
         ),
+        // Kubernetes' DNS-1123 subdomain: each dot-separated label starts
+        // and ends with a letter or digit; no object is named otherwise.
+        (
+            &["--sync", "secret:ns/a..b=/b"],
+            "name \"a..b\" is not a valid",
+        ),
+        (
+            &["--sync", "configmap:ns/a.-b=/b"],
+            "name \"a.-b\" is not a valid",
+        ),
         (
             &["--sync", "secret:ns/x=/b,combined=c.pem"],
             "dir: sources only",

@@ -91,7 +91,7 @@ fn valid_port(port: &str) -> bool {
 /// `validation.IsDNS1123Subdomain`: at most 253 characters, labels of
 /// lower-case letters, digits and '-', alphanumeric at both ends (no
 /// per-label length limit, no trailing dot).
-fn dns1123_subdomain(s: &str) -> bool {
+pub(crate) fn dns1123_subdomain(s: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     s.len() <= 253
         && s.split('.').all(|label| {
