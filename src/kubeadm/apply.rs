@@ -48,13 +48,15 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
 
 /// Exactly `plan`, on the node: nothing at all when it is empty but one look at the pod.
 pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
+    let mirror = wait::mirror_pod(&opts.dir);
+    let within = (opts.ready_timeout, &plan.admin, mirror.as_deref());
     if plan.is_empty() {
         // "adopted" holds only while certsync's pod runs: one look says it as it is, never
         // assumed; an empty plan writes and waits for nothing.
         if let Err(seen) = wait::ready_now(&opts.dir, plan.probe, &plan.generation).await {
             let when = "when adopt looked (it waits only when it changes something)";
             let nothing = async { "Nothing was changed (the node is adopted)".to_owned() };
-            return Err(not_ready(opts, plan, seen, when.into(), nothing).await);
+            return Err(not_ready(plan, within, seen, when.into(), nothing).await);
         }
         if !opts.json {
             out.push_str(&ready_line(plan, 0));
@@ -71,14 +73,13 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
         files(dir, plan, out)?;
         // certsync's pod written (when it changes), then waited for.
         write(dir, plan, true, out)?;
-        let within = (opts.ready_timeout, &plan.admin);
         wait::ready(dir, plan.probe, &plan.generation, within, out).await?;
         unchanged_since_written(dir, plan)
     };
     if let Err(seen) = started.await {
-        let within = format!("within {}", humantime::format_duration(opts.ready_timeout));
-        let undone = super::undo::undo(opts, plan, &absent);
-        return Err(not_ready(opts, plan, seen, within, undone).await);
+        let when = format!("within {}", humantime::format_duration(opts.ready_timeout));
+        let undone = super::undo::undo(&opts.dir, plan, &absent, within);
+        return Err(not_ready(plan, within, seen, when, undone).await);
     }
     out.push_str(&ready_line(plan, ended));
 
@@ -122,13 +123,13 @@ fn ready_line(plan: &Plan, ended: usize) -> String {
 /// certsync's pod not ready in time: what was seen, the pod's state (asked before
 /// `undone` takes the pod out) and what `undone` said.
 async fn not_ready(
-    opts: &Options,
     plan: &Plan,
+    (_, admin, mirror): wait::Within<'_>,
     seen: Seen,
     when: String,
     undone: impl Future<Output = String>,
 ) -> KubeadmError {
-    let pod = wait::pod_state(&opts.dir, &plan.admin, POD_STATE_WITHIN).await;
+    let pod = wait::pod_state(mirror, admin, POD_STATE_WITHIN).await;
     KubeadmError::NotReady(Box::new(NotReady {
         image: plan.image.clone(),
         generation: plan.generation.clone(),
@@ -210,16 +211,17 @@ fn back_up(dir: &Path, plan: &Plan) -> Result<(Vec<&'static str>, State), Kubead
 }
 
 /// The directories adopt makes (absent, or found empty: an older revert's leftovers),
-/// added to the record; those absent.
+/// added to the record; those absent. Each reached with no link followed: a link there is
+/// neither absent nor empty, never taken for a directory adopt made.
 fn made_dirs(dir: &Path, state: &mut State) -> Vec<&'static str> {
     let mut absent = Vec::new();
     for d in plan::MADE_DIRS {
-        let entries = std::fs::read_dir(host(dir, d));
-        let gone = matches!(&entries, Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        let opened = super::moves::open_beneath(dir, d);
+        let gone = matches!(&opened, Err(super::error::FileProblem::Missing));
         if gone {
             absent.push(d);
         }
-        let empty = entries.is_ok_and(|mut e| e.next().is_none());
+        let empty = opened.is_ok_and(|d| d.entries().is_ok_and(|mut e| e.next().is_none()));
         if (gone || empty) && !state.made_dirs.iter().any(|m| m == d) {
             state.made_dirs.push(d.to_owned());
         }
@@ -280,19 +282,9 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
 /// Every file certsync's pod mounts read-only, as this run wrote it: else something wrote
 /// it after adopt did, and the components must not restart on it.
 fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
-    for f in plan
-        .files
-        .iter()
-        .filter(|f| f.path != POD && plan::read_only_in_pod(&f.path))
-    {
-        let now = super::node::read_optional(dir, &f.path)?;
-        if now.as_deref() != Some(f.bytes.as_slice()) {
-            return Err(Seen::Changed {
-                path: f.path.clone(),
-            });
-        }
-    }
-    Ok(())
+    let mounted = (plan.files.iter()).filter(|f| f.path != POD && plan::read_only_in_pod(&f.path));
+    let written = mounted.map(|f| (f.path.as_str(), &f.bytes[..]));
+    super::moves::first_changed(dir, written)?.map_or(Ok(()), |path| Err(Seen::Changed { path }))
 }
 
 /// Writes the ConfigMap to its map, saying `done`, or warning with what it `left` undone.

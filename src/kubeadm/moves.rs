@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use super::error::{FileProblem, RevertError};
+use super::error::{FileProblem, KubeadmError, RevertError};
 use crate::beneath::{self, PathError};
 
 /// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists.
@@ -249,6 +249,36 @@ fn reach_dir(dir: &Path, node_dir: &str) -> Result<beneath::Walked, FileProblem>
         return Err(FileProblem::NotDir(node_dir.to_owned()));
     }
     Ok(walked)
+}
+
+/// The first of `written` (node path, bytes written) holding other bytes now, read as every
+/// node file is: something wrote it since, and no component may be pointed at it.
+pub fn first_changed<'a>(
+    dir: &Path,
+    written: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<Option<String>, KubeadmError> {
+    for (node_path, bytes) in written {
+        if super::node::read_optional(dir, node_path)?.as_deref() != Some(bytes) {
+            return Ok(Some(node_path.to_owned()));
+        }
+    }
+    Ok(None)
+}
+
+/// `node_path` looked at again just before root claims, moves or purges it: a symlink the
+/// container made since the plan's look (it would lead root into the host directory it
+/// names), or a way not walked, is refused; `None`: absent, or a file on its way.
+pub fn reach_again(dir: &Path, node_path: &str) -> Result<Option<beneath::Walked>, RevertError> {
+    let path = node_path.to_owned();
+    match reach(dir, node_path) {
+        Ok(walked) => Ok(Some(walked)),
+        Err(FileProblem::Missing | FileProblem::NotDir(_)) => Ok(None),
+        Err(FileProblem::Link(link)) => Err(RevertError::SymlinkNow { link, path }),
+        Err(e) => Err(RevertError::At {
+            path: path.into(),
+            problem: Box::new(e),
+        }),
+    }
 }
 
 /// What `node_path` names, reached from `dir` one name at a time, no symlink followed, the

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::error::{FileProblem, KubeadmError, RevertError};
+use super::error::{KubeadmError, RevertError};
 use super::moves;
 use super::options::RevertOptions;
 use super::paths::host;
@@ -58,11 +58,12 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     for h in &plan.handbacks {
         super::handback::write(dir, &h.node_path, &h.bytes)?;
     }
-    for h in &plan.handbacks {
-        if super::node::read_optional(dir, &h.node_path)?.as_deref() != Some(h.bytes.as_slice()) {
-            let path = h.node_path.clone();
-            return Err(RevertError::Changed { path }.into());
-        }
+    let written = plan
+        .handbacks
+        .iter()
+        .map(|h| (h.node_path.as_str(), &h.bytes[..]));
+    if let Some(path) = moves::first_changed(dir, written)? {
+        return Err(RevertError::Changed { path }.into());
     }
     for m in &plan.manifests {
         replace_file(&host(dir, &m.node_path), 0o600, &m.bytes)?;
@@ -80,14 +81,10 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
 
 fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), KubeadmError> {
     // Checked again: the container may have made a symlink after the plan's check.
-    match moves::reach(dir, t) {
-        Err(FileProblem::Missing | FileProblem::NotDir(_)) => return Ok(()),
-        Err(FileProblem::Link(link)) => {
-            let path = t.to_owned();
-            return Err(RevertError::SymlinkNow { link, path }.into());
-        }
-        _ if !purge => return move_away(dir, newest, t),
-        _ => {}
+    if moves::reach_again(dir, t)?.is_none() {
+        return Ok(());
+    } else if !purge {
+        return move_away(dir, newest, t);
     }
     let node_path = t.to_owned();
     let gone = moves::remove(&host(dir, t));
@@ -109,20 +106,13 @@ pub(super) async fn claim_targets(
     let mut claims = Vec::new();
     for t in targets {
         // Looked at again now that certsync's pod is gone: a link the container made since
-        // the plan's look would lead root's claim into the host directory it names.
-        match moves::reach(dir, t) {
-            Err(FileProblem::Missing | FileProblem::NotDir(_)) => continue,
-            Err(FileProblem::Link(link)) => {
-                let path = t.clone();
-                return Err(RevertError::SymlinkNow { link, path }.into());
-            }
-            _ => {}
-        }
-        let path = host(dir, t);
-        if !path.is_dir() {
+        // the plan's look would lead root's claim into the host directory it names. A
+        // directory as reached (not by its name again, which follows a link), else none.
+        let reached = moves::reach_again(dir, t)?;
+        if !reached.is_some_and(|w| w.st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR) {
             continue;
         }
-        let writer = Writer::existing(&path)?;
+        let writer = Writer::existing(host(dir, t))?;
         let claim = async |_| match writer.claim() {
             Err(WriterError::Owned { pid, .. }) => Err(pid),
             other => Ok(other),

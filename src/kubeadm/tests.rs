@@ -849,13 +849,23 @@ async fn a_waits_pod_is_named_after_etcds_name_flag() {
     let dir = node_dir();
     let etcd = dir.path().join("manifests/etcd.yaml");
     let admin = super::admin::Access::read(dir.path(), None).await;
-    let said = super::wait::pod_state(dir.path(), &admin, std::time::Duration::from_secs(2)).await;
+    let said = super::wait::pod_state(
+        super::wait::mirror_pod(dir.path()).as_deref(),
+        &admin,
+        std::time::Duration::from_secs(2),
+    )
+    .await;
     assert!(said.contains("kube-system/certsync-cp1"), "{said}");
     let text = std::fs::read_to_string(&etcd).expect("etcd.yaml");
     let planted = text.replace("- --name=cp1", "- \"--name=cp2\"\n    # - --name=forged");
     assert_ne!(planted, text, "the fixture names cp1");
     std::fs::write(&etcd, planted).expect("write");
-    let said = super::wait::pod_state(dir.path(), &admin, std::time::Duration::from_secs(2)).await;
+    let said = super::wait::pod_state(
+        super::wait::mirror_pod(dir.path()).as_deref(),
+        &admin,
+        std::time::Duration::from_secs(2),
+    )
+    .await;
     assert!(said.contains("kube-system/certsync-cp2"), "{said}");
 }
 

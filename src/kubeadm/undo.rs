@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use super::error::KubeadmError;
-use super::options::Options;
 use super::paths::host;
 use super::plan::{self, POD, Plan, STATE};
 use super::record::put;
@@ -13,8 +12,7 @@ use super::{node, wait};
 
 /// Puts back what `plan`'s run changed, `absent` the directories of [`plan::MADE_DIRS`] it
 /// made; what it did and did not, in words.
-pub async fn undo(opts: &Options, plan: &Plan, absent: &[&str]) -> String {
-    let dir = &opts.dir;
+pub async fn undo(dir: &Path, plan: &Plan, absent: &[&str], within: wait::Within<'_>) -> String {
     let (mut done, mut failed) = (Vec::new(), Vec::new());
     let mut fail = |e: &dyn std::fmt::Display| failed.push(e.to_string());
     // This run's pod out, and gone, first; the previous pod last, so that it mounts the
@@ -80,7 +78,6 @@ pub async fn undo(opts: &Options, plan: &Plan, absent: &[&str]) -> String {
     );
     if let Some((g, addr)) = previous {
         let mut kept = super::out::Out::kept();
-        let within = (opts.ready_timeout, &plan.admin);
         let state = match wait::ready(dir, addr, &g, within, &mut kept).await {
             Ok(()) => "is running and ready".to_owned(),
             Err(seen) => format!("is NOT ready: {seen}"),

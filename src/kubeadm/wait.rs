@@ -132,7 +132,7 @@ pub async fn ready(
     dir: &Path,
     addr: SocketAddr,
     generation: &str,
-    (timeout, admin): (Duration, &Admin),
+    (timeout, admin, mirror): Within<'_>,
     out: &mut super::out::Out,
 ) -> Result<(), Seen> {
     use std::fmt::Write as _;
@@ -148,7 +148,7 @@ pub async fn ready(
             return Ok(());
         };
         if elapsed >= said + PROGRESS_EVERY && elapsed < timeout {
-            let pod = pod_state(dir, admin, PROGRESS_EVERY / 2).await;
+            let pod = pod_state(mirror, admin, PROGRESS_EVERY / 2).await;
             let _ = writeln!(
                 out,
                 "  still waiting ({} s): {seen}; {pod}",
@@ -225,17 +225,27 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     }
 }
 
+/// certsync's mirror pod `certsync-NODE` (NODE: etcd's `--name`), named once per command
+/// (not on every progress line of a wait); `None`: etcd.yaml names no node.
+pub fn mirror_pod(dir: &Path) -> Option<String> {
+    let etcd = node::read(dir, &manifest_path("etcd")).ok()?;
+    let node_name = Manifest::read(etcd.as_bytes()).ok()?.flag("name")?;
+    Some(format!("certsync-{node_name}"))
+}
+
+/// How a wait for certsync's pod asks after it: for how long, through which admin.conf,
+/// and its [`mirror_pod`].
+pub type Within<'a> = (Duration, &'a Admin, Option<&'a str>);
+
 /// The kubelet's view of certsync's pod within `limit`, asked through `admin`:
-/// its mirror pod `kube-system/certsync-NODE` (NODE: etcd's `--name`) and its
-/// last log line; else what to check on the node.
-pub async fn pod_state(dir: &Path, admin: &Admin, limit: Duration) -> String {
+/// its mirror pod `kube-system/`[`mirror_pod`] and its last log line; else what
+/// to check on the node.
+pub async fn pod_state(mirror: Option<&str>, admin: &Admin, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
         `crictl ps -a --name certsync` and `crictl logs` of its container";
-    let etcd = node::read(dir, &manifest_path("etcd")).ok();
-    let Some(node_name) = etcd.and_then(|t| Manifest::read(t.as_bytes()).ok()?.flag("name")) else {
+    let Some(name) = mirror else {
         return format!("the node's name is unknown (no --name in etcd.yaml); check {ON_NODE}");
     };
-    let name = format!("certsync-{node_name}");
     let ask = async {
         let client = super::admin::client(admin, None)?;
         let pods: kube::Api<Pod> = kube::Api::namespaced(client, "kube-system");
