@@ -284,7 +284,7 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
 fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
     let mounted = (plan.files.iter()).filter(|f| f.path != POD && plan::read_only_in_pod(&f.path));
     let written = mounted.map(|f| (f.path.as_str(), &f.bytes[..]));
-    super::moves::first_changed(dir, written)?.map_or(Ok(()), |path| Err(Seen::Changed { path }))
+    wait::first_changed(dir, written)?.map_or(Ok(()), |path| Err(Seen::Changed { path }))
 }
 
 /// Writes the ConfigMap to its map, saying `done`, or warning with what it `left` undone.

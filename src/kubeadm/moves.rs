@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use super::error::{FileProblem, KubeadmError, RevertError};
+use super::error::{FileProblem, RevertError};
 use crate::beneath::{self, PathError};
 
 /// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists.
@@ -249,20 +249,6 @@ fn reach_dir(dir: &Path, node_dir: &str) -> Result<beneath::Walked, FileProblem>
         return Err(FileProblem::NotDir(node_dir.to_owned()));
     }
     Ok(walked)
-}
-
-/// The first of `written` (node path, bytes written) holding other bytes now, read as every
-/// node file is: something wrote it since, and no component may be pointed at it.
-pub fn first_changed<'a>(
-    dir: &Path,
-    written: impl IntoIterator<Item = (&'a str, &'a [u8])>,
-) -> Result<Option<String>, KubeadmError> {
-    for (node_path, bytes) in written {
-        if super::node::read_optional(dir, node_path)?.as_deref() != Some(bytes) {
-            return Ok(Some(node_path.to_owned()));
-        }
-    }
-    Ok(None)
 }
 
 /// `node_path` looked at again just before root claims, moves or purges it: a symlink the

@@ -1,11 +1,12 @@
 //! What adopt tells the operator, as it happens (a wait of minutes is never silent), kept
-//! for the caller too. A sink that fails (a closed pipe) stops nothing: stopping halfway
-//! for a reader that left would be worse than going on unheard.
+//! for tests too. A sink that fails (a closed pipe) stops nothing: stopping halfway for a
+//! reader that left would be worse than going on unheard.
 
 use std::io::Write as _;
 
 pub struct Out {
     sink: Box<dyn std::io::Write + Send>,
+    #[cfg(test)]
     kept: String,
 }
 
@@ -13,24 +14,31 @@ impl Out {
     pub fn to(sink: impl std::io::Write + Send + 'static) -> Self {
         Self {
             sink: Box::new(sink),
+            #[cfg(test)]
             kept: String::new(),
         }
     }
 
-    pub fn kept() -> Self {
-        Self::to(std::io::sink())
-    }
-
     pub fn push_str(&mut self, s: &str) {
+        #[cfg(test)]
         self.kept.push_str(s);
         let _ = self.sink.write_all(s.as_bytes());
         if s.contains('\n') {
             let _ = self.sink.flush();
         }
     }
+}
 
-    pub fn text(&self) -> &str {
-        &self.kept
+#[cfg(test)]
+mod kept {
+    impl super::Out {
+        pub fn kept() -> Self {
+            Self::to(std::io::sink())
+        }
+
+        pub fn text(&self) -> &str {
+            &self.kept
+        }
     }
 }
 

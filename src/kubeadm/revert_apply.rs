@@ -58,11 +58,8 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     for h in &plan.handbacks {
         super::handback::write(dir, &h.node_path, &h.bytes)?;
     }
-    let written = plan
-        .handbacks
-        .iter()
-        .map(|h| (h.node_path.as_str(), &h.bytes[..]));
-    if let Some(path) = moves::first_changed(dir, written)? {
+    let written = (plan.handbacks.iter()).map(|h| (h.node_path.as_str(), &h.bytes[..]));
+    if let Some(path) = super::wait::first_changed(dir, written)? {
         return Err(RevertError::Changed { path }.into());
     }
     for m in &plan.manifests {

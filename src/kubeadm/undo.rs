@@ -77,7 +77,7 @@ pub async fn undo(dir: &Path, plan: &Plan, absent: &[&str], within: wait::Within
         done.join(", ")
     );
     if let Some((g, addr)) = previous {
-        let mut kept = super::out::Out::kept();
+        let mut kept = super::out::Out::to(std::io::sink());
         let state = match wait::ready(dir, addr, &g, within, &mut kept).await {
             Ok(()) => "is running and ready".to_owned(),
             Err(seen) => format!("is NOT ready: {seen}"),

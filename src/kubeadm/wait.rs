@@ -126,6 +126,20 @@ fn read_beneath(dir: &Path, target: &str, name: &str) -> Result<Vec<u8>, Kubeadm
     .map_err(|e| KubeadmError::file(&Path::new(target).join(name), e))
 }
 
+/// The first of `written` (node path, bytes written) holding other bytes now, read as every
+/// node file is: something wrote it since, and no component may be pointed at it.
+pub fn first_changed<'a>(
+    dir: &Path,
+    written: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<Option<String>, KubeadmError> {
+    for (node_path, bytes) in written {
+        if node::read_optional(dir, node_path)?.as_deref() != Some(bytes) {
+            return Ok(Some(node_path.to_owned()));
+        }
+    }
+    Ok(None)
+}
+
 /// adopt's gate, saying every [`PROGRESS_EVERY`] what it saw and the pod's
 /// state, asked through `admin` (a wait of minutes is never silent).
 pub async fn ready(
