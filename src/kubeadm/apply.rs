@@ -48,12 +48,13 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
 
 /// Exactly `plan`, on the node: nothing at all when it is empty but one look at the pod.
 pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
-    let mirror = wait::mirror_pod(&opts.dir);
+    let dir = &opts.dir;
+    let mirror = wait::mirror_pod(dir);
     let within = (opts.ready_timeout, &plan.admin, mirror.as_deref());
     if plan.is_empty() {
         // "adopted" holds only while certsync's pod runs: one look says it as it is, never
         // assumed; an empty plan writes and waits for nothing.
-        if let Err(seen) = wait::ready_now(&opts.dir, plan.probe, &plan.generation).await {
+        if let Err(seen) = wait::ready_now(dir, plan.probe, &plan.generation).await {
             let when = "when adopt looked (it waits only when it changes something)";
             let nothing = async { "Nothing was changed (the node is adopted)".to_owned() };
             return Err(not_ready(plan, within, seen, when.into(), nothing).await);
@@ -63,7 +64,6 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
         }
         return Ok(());
     }
-    let dir = &opts.dir;
     let (absent, state) = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
     let ended = wait::dead_targets(dir).len();
@@ -78,31 +78,22 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
     };
     if let Err(seen) = started.await {
         let when = format!("within {}", humantime::format_duration(opts.ready_timeout));
-        let undone = super::undo::undo(&opts.dir, plan, &absent, within);
+        let undone = super::undo::undo(dir, plan, &absent, within);
         return Err(not_ready(plan, within, seen, when, undone).await);
     }
     out.push_str(&ready_line(plan, ended));
 
     // From here on a failure leaves the node part-adopted; a re-run finishes it.
-    changes(dir, plan, out)
-        .await
-        .map_err(|e| KubeadmError::PartAdopted(Box::new(e)))?;
+    let part = |e| KubeadmError::PartAdopted(Box::new(e));
+    changes(dir, plan, out).await.map_err(part)?;
     let apiserver = super::manifest::manifest_path("kube-apiserver");
     let manifest = plan.manifests.iter().find(|m| m.path == apiserver);
-    out.push_str(
-        &wait::api_server_back(
-            dir,
-            &plan.admin,
-            manifest.map(|m| (m.path.as_str(), m.after.as_slice())),
-            opts.api_server_timeout,
-            (
-                "certsync's",
-                "adopted (every component now reads certsync's files; `certsync kubeadm revert` \
-                 hands them back)",
-            ),
-        )
-        .await?,
-    );
+    let manifest = manifest.map(|m| (m.path.as_str(), m.after.as_slice()));
+    let did = "adopted (every component now reads certsync's files; `certsync kubeadm revert` \
+               hands them back)";
+    let timeout = opts.api_server_timeout;
+    let back = wait::api_server_back(dir, &plan.admin, manifest, timeout, ("certsync's", did));
+    out.push_str(&back.await?);
     prune_backups(opts, state, out)?;
     out.push_str("adopted\n");
     Ok(())

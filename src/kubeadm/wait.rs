@@ -242,9 +242,8 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
 /// certsync's mirror pod `certsync-NODE` (NODE: etcd's `--name`), named once per command
 /// (not on every progress line of a wait); `None`: etcd.yaml names no node.
 pub fn mirror_pod(dir: &Path) -> Option<String> {
-    let etcd = node::read(dir, &manifest_path("etcd")).ok()?;
-    let node_name = Manifest::read(etcd.as_bytes()).ok()?.flag("name")?;
-    Some(format!("certsync-{node_name}"))
+    let etcd = Manifest::read(node::read(dir, &manifest_path("etcd")).ok()?.as_bytes()).ok()?;
+    Some(format!("certsync-{}", etcd.flag("name")?))
 }
 
 /// How a wait for certsync's pod asks after it: for how long, through which admin.conf,
