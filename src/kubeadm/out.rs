@@ -29,6 +29,13 @@ impl Out {
     }
 }
 
+impl std::fmt::Write for Out {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push_str(s);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod kept {
     impl super::Out {
@@ -39,12 +46,5 @@ mod kept {
         pub fn text(&self) -> &str {
             &self.kept
         }
-    }
-}
-
-impl std::fmt::Write for Out {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.push_str(s);
-        Ok(())
     }
 }

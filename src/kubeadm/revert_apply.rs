@@ -106,7 +106,7 @@ pub(super) async fn claim_targets(
         // the plan's look would lead root's claim into the host directory it names. A
         // directory as reached (not by its name again, which follows a link), else none.
         let reached = moves::reach_again(dir, t)?;
-        if !reached.is_some_and(|w| w.st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR) {
+        if reached.is_none_or(|w| w.st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR) {
             continue;
         }
         let writer = Writer::existing(host(dir, t))?;

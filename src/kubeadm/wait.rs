@@ -262,7 +262,7 @@ pub async fn pod_state(mirror: Option<&str>, admin: &Admin, limit: Duration) -> 
     let ask = async {
         let client = super::admin::client(admin, None)?;
         let pods: kube::Api<Pod> = kube::Api::namespaced(client, "kube-system");
-        let Some(pod) = pods.get_opt(&name).await? else {
+        let Some(pod) = pods.get_opt(name).await? else {
             return Ok(None);
         };
         // Not running: the last line of the instance that ended is the cause.
@@ -276,11 +276,11 @@ pub async fn pod_state(mirror: Option<&str>, admin: &Admin, limit: Duration) -> 
             previous,
             ..Default::default()
         };
-        let log = pods.logs(&name, &params).await.ok();
+        let log = pods.logs(name, &params).await.ok();
         Ok::<_, Problem>(Some((pod, log)))
     };
     match tokio::time::timeout(limit, ask).await {
-        Ok(Ok(Some((pod, log)))) => described(&name, &pod, log.as_deref()).unwrap_or_else(|| {
+        Ok(Ok(Some((pod, log)))) => described(name, &pod, log.as_deref()).unwrap_or_else(|| {
             format!("kube-system/{name} has no container status yet; check {ON_NODE}")
         }),
         Ok(Ok(None)) => {
