@@ -23,16 +23,6 @@ use crate::validate::rfc3339;
 /// revert issues again, rather than hands back, a kubeadm certificate ending this soon.
 pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
 
-/// kubeadm's mode for its file: what revert and undo write back has it, never the live
-/// file's (certsync's container may have put another mode there).
-pub(super) fn kubeadm_mode(node_path: &str) -> u32 {
-    if node_path.ends_with(".crt") {
-        0o644
-    } else {
-        0o600
-    }
-}
-
 /// kubeadm's certificate's notAfter, and that of the one issued again (Unix seconds).
 type Ends = (i64, i64);
 
@@ -224,8 +214,10 @@ pub(super) fn ca_data_with(
     crate::writer::with_ca_data(text, one, &both).map_err(bad)
 }
 
-/// Writes `bytes` as `node_path` anew with [`kubeadm_mode`], renamed over the name beneath
-/// its directory's handle, never through a link: whatever was at the name is gone.
+/// Writes `bytes` as `node_path` anew with kubeadm's mode for its file, renamed over the
+/// name beneath its directory's handle, never through a link: whatever was at the name is
+/// gone. kubeadm's mode for its file: what revert and undo write back has it, never the live
+/// file's (certsync's container may have put another mode there).
 pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
     let node = || node_path.to_owned();
     let (parent, name) =
@@ -234,13 +226,8 @@ pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), Kub
         path: node().into(),
         problem: Box::new(blocked),
     })?;
-    let mode = kubeadm_mode(node_path);
-    Ok(crate::writer::replace_beneath(
-        &d,
-        name,
-        mode,
-        None,
-        bytes,
-        &host(dir, parent),
-    )?)
+    let (crt, shown) = (node_path.ends_with(".crt"), host(dir, parent));
+    let mode = if crt { 0o644 } else { 0o600 };
+    crate::writer::replace_beneath(&d, name, mode, None, bytes, &shown)?;
+    Ok(())
 }
