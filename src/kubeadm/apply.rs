@@ -74,7 +74,12 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
         // certsync's pod written (when it changes), then waited for.
         write(dir, plan, true, out)?;
         wait::ready(dir, plan.probe, &plan.generation, within, out).await?;
-        unchanged_since_written(dir, plan)
+        // Every file certsync's pod mounts read-only, as this run wrote it: else something
+        // wrote it after adopt did, and the components must not restart on it.
+        let mounted =
+            (plan.files.iter()).filter(|f| f.path != POD && plan::read_only_in_pod(&f.path));
+        let written = mounted.map(|f| (f.path.as_str(), &f.bytes[..]));
+        wait::first_changed(dir, written)?.map_or(Ok(()), |path| Err(Seen::Changed { path }))
     };
     if let Err(seen) = started.await {
         let when = format!("within {}", humantime::format_duration(opts.ready_timeout));
@@ -268,14 +273,6 @@ async fn stop_previous(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), See
         Ok::<_, Seen>(())
     };
     wait::take_out(take, old.asked(), "the previous certsync pod").await?
-}
-
-/// Every file certsync's pod mounts read-only, as this run wrote it: else something wrote
-/// it after adopt did, and the components must not restart on it.
-fn unchanged_since_written(dir: &Path, plan: &Plan) -> Result<(), Seen> {
-    let mounted = (plan.files.iter()).filter(|f| f.path != POD && plan::read_only_in_pod(&f.path));
-    let written = mounted.map(|f| (f.path.as_str(), &f.bytes[..]));
-    wait::first_changed(dir, written)?.map_or(Ok(()), |path| Err(Seen::Changed { path }))
 }
 
 /// Writes the ConfigMap to its map, saying `done`, or warning with what it `left` undone.
