@@ -216,8 +216,9 @@ pub(super) fn ca_data_with(
 
 /// Writes `bytes` as `node_path` anew with kubeadm's mode for its file, renamed over the
 /// name beneath its directory's handle, never through a link: whatever was at the name is
-/// gone. kubeadm's mode for its file: what revert and undo write back has it, never the live
-/// file's (certsync's container may have put another mode there).
+/// gone. kubeadm's mode for its file: what revert hands back has it, never the live file's
+/// (certsync's container may have put another mode there). (Undo puts back what one adopt
+/// run changed with the mode that run read, restoring the node as it found it.)
 pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), KubeadmError> {
     let node = || node_path.to_owned();
     let (parent, name) =
