@@ -24,7 +24,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
 pub use ready::NotReady;
 use ready::{Live, Readiness, Validity, unattended};
@@ -128,10 +128,9 @@ impl Metrics {
                 "reload_refusals",
                 "Signals not sent because the pidfile did not prove the process is the consumer, by reason",
             ),
-            reload_duration: r.with(
+            reload_duration: r.seconds_of(
                 "reload_duration",
                 "Time to deliver a reload",
-                Some(Unit::Seconds),
                 Family::new_with_constructor(|| {
                     Histogram::new(exponential_buckets(0.001, 2.0, 16))
                 }),
@@ -165,10 +164,9 @@ impl Metrics {
                 "Failed certificate requests by reason (denied, failed, timeout, mismatch, api, ca, request, deleted), and renewals held back by the floor (renewal_floor)",
             ),
             // One hour to about two years: certificate lifetimes.
-            csr_rotation: r.with(
+            csr_rotation: r.seconds_of(
                 "csr_rotation",
                 "How long the previous certificate had lived when a new one replaced it (kubelet's rotation_seconds)",
-                Some(Unit::Seconds),
                 Family::new_with_constructor(|| {
                     Histogram::new(exponential_buckets(600.0, 2.0, 17))
                 }),
@@ -221,18 +219,16 @@ impl Metrics {
         self.admin_closed.get_or_create(&[("reason", reason)]).inc();
     }
 
-    fn name(&self, mapping: &str) -> Name {
-        let mut names = crate::lock(&self.names);
-        if let Some(name) = names.get(mapping) {
-            return Arc::clone(name);
-        }
-        let name = Arc::new(mapping.to_owned());
-        names.insert(mapping.to_owned(), Arc::clone(&name));
-        name
-    }
-
+    /// `mapping="..."`, its value shared by every series of the mapping.
     fn label(&self, mapping: &str) -> MappingLabel {
-        [("mapping", self.name(mapping))]
+        let mut names = crate::lock(&self.names);
+        let name = match names.get(mapping) {
+            Some(name) => Arc::clone(name),
+            None => Arc::clone(
+                (names.entry(mapping.to_owned())).or_insert_with(|| Arc::new(mapping.to_owned())),
+            ),
+        };
+        [("mapping", name)]
     }
 
     /// Declares a mapping: not ready until it has a valid revision, and
@@ -245,13 +241,12 @@ impl Metrics {
         self.add_readiness(mapping);
         crate::lock(&self.validity).insert(mapping.to_owned(), Live::Nothing);
         let l = self.label(mapping);
-        self.not_after.get_or_create(&l).set(0.0);
-        self.ttl.get_or_create(&l).set(0.0);
-        self.stale.get_or_create(&l).set(0);
-        self.pinned.get_or_create(&l).set(0);
-        self.revision.get_or_create(&l).set(0);
-        self.source_up.get_or_create(&l).set(0);
-        self.last_success.get_or_create(&l).set(0.0);
+        for gauge in [&self.not_after, &self.ttl, &self.last_success] {
+            gauge.get_or_create(&l).set(0.0);
+        }
+        for gauge in [&self.stale, &self.pinned, &self.revision, &self.source_up] {
+            gauge.get_or_create(&l).set(0);
+        }
         // Creating the series is the point; the guard goes at once.
         drop(self.watch_restarts.get_or_create(&l));
         for result in SYNC_RESULTS {

@@ -29,24 +29,18 @@ pub(super) struct Registrar<'a>(pub(super) &'a mut Registry);
 
 impl Registrar<'_> {
     pub(super) fn add<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
-        self.with(name, help, None, M::default())
+        let metric = M::default();
+        self.0.register(name, help, metric.clone());
+        metric
     }
 
     pub(super) fn seconds<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
-        self.with(name, help, Some(Unit::Seconds), M::default())
+        self.seconds_of(name, help, M::default())
     }
 
-    pub(super) fn with<M: Metric + Clone>(
-        &mut self,
-        name: &str,
-        help: &str,
-        unit: Option<Unit>,
-        metric: M,
-    ) -> M {
-        match unit {
-            Some(unit) => self.0.register_with_unit(name, help, unit, metric.clone()),
-            None => self.0.register(name, help, metric.clone()),
-        }
+    /// `metric`, in seconds (a histogram made with its buckets).
+    pub(super) fn seconds_of<M: Metric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        (self.0).register_with_unit(name, help, Unit::Seconds, metric.clone());
         metric
     }
 }
