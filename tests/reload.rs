@@ -650,13 +650,13 @@ fn pidfiles_of_the_wrong_kind_size_or_user_are_refused() {
         path: path.to_owned(),
         name: None,
     }) {
-        Err(e @ ReloadError::Refused { .. }) => {
+        Err(e @ ReloadError::Refused { reason, .. }) => {
             let text = e.to_string();
             assert!(
                 text.starts_with(&format!("pidfile {}:", path.display())),
                 "{text}"
             );
-            (e.refusal().expect("a pidfile refusal"), text)
+            (reason, text)
         }
         other => panic!("{}: not refused: {other:?}", path.display()),
     };

@@ -118,14 +118,3 @@ pub enum ReloadError {
     #[error("{}", crate::error_chain(.0))]
     Send(#[source] hyper_util::client::legacy::Error),
 }
-
-impl ReloadError {
-    /// The `reason` label of `certsync_reload_refusals_total`, for a
-    /// refused pidfile ([`ReloadError::Refused`]).
-    pub fn refusal(&self) -> Option<&'static str> {
-        match self {
-            Self::Refused { reason, .. } => Some(reason),
-            _ => None,
-        }
-    }
-}

@@ -8,7 +8,7 @@
 //! skipping verification is allowed for loopback URLs only.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -159,7 +159,7 @@ impl HttpHook {
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyCertificate {
                     provider,
-                    leaf: None,
+                    leaf: Mutex::default(),
                 }))
                 .with_no_client_auth()
         } else if let Some(path) = &self.config.ca_file {

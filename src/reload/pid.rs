@@ -39,7 +39,7 @@ pub fn find(target: &Target) -> Result<Vec<Chosen>, ReloadError> {
                 // Opened after the selection: the process must still be
                 // the one selected (same start time), else it is skipped.
                 let Some(fd) = open_pid(p.pid)? else { continue };
-                if read_link(p.pid).is_some_and(|now| now.start == p.start) {
+                if read_link(p.pid).is_some_and(|now| now.start == p.link.start) {
                     chosen.push(Chosen {
                         pid: p.pid,
                         comm: p.comm,
@@ -94,9 +94,11 @@ mod tests {
     fn p(pid: i32, ppid: i32, comm: &str, cmdline: &[&str]) -> Proc {
         Proc {
             pid,
-            ppid,
             comm: comm.into(),
-            start: 0,
+            link: Link {
+                parent: ppid,
+                start: 0,
+            },
             exe: Some(comm.into()),
             cmdline: cmdline.iter().map(|s| s.to_string()).collect(),
         }
@@ -249,9 +251,11 @@ mod tests {
     fn names_match_comm_exe_or_argv0_and_comm_is_truncated() {
         let long = Proc {
             pid: 5,
-            ppid: 1,
             comm: "kube-controller".into(), // the kernel's 15 bytes
-            start: 0,
+            link: Link {
+                parent: 1,
+                start: 0,
+            },
             exe: Some("kube-controller-manager".into()),
             cmdline: vec!["/usr/bin/kube-controller-manager".into()],
         };

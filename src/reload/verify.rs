@@ -32,8 +32,8 @@ pub struct ServingCheck {
 #[derive(Debug)]
 pub(crate) struct AnyCertificate {
     pub(crate) provider: Arc<CryptoProvider>,
-    /// Where the leaf presented is kept, when the caller compares it.
-    pub(crate) leaf: Option<Mutex<Option<Vec<u8>>>>,
+    /// Where the leaf presented is kept, for a caller that compares it.
+    pub(crate) leaf: Mutex<Option<Vec<u8>>>,
 }
 
 impl ServerCertVerifier for AnyCertificate {
@@ -45,9 +45,7 @@ impl ServerCertVerifier for AnyCertificate {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if let Some(leaf) = &self.leaf {
-            *crate::lock(leaf) = Some(end_entity.to_vec());
-        }
+        *crate::lock(&self.leaf) = Some(end_entity.to_vec());
         Ok(ServerCertVerified::assertion())
     }
 
@@ -105,7 +103,7 @@ impl ServingCheck {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let capture = Arc::new(AnyCertificate {
             provider: Arc::clone(&provider),
-            leaf: Some(Mutex::new(None)),
+            leaf: Mutex::default(),
         });
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -135,7 +133,7 @@ impl ServingCheck {
         tokio::time::timeout(timeout, connect)
             .await
             .map_err(|_| ReloadError::Tls("TLS handshake timed out".into()))??;
-        let leaf = (capture.leaf.as_ref()).and_then(|l| crate::lock(l).take());
+        let leaf = crate::lock(&capture.leaf).take();
         leaf.map(|der| crate::bundle::sha256(&der))
             .ok_or_else(|| ReloadError::Tls("no certificate presented".into()))
     }

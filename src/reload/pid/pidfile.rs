@@ -68,7 +68,7 @@ pub(super) fn pidfile_target(
     }
     // Started after the pidfile was last written: the PID was reused.
     let started = procfs::boot_time_secs()
-        .map(|boot| boot as f64 + proc.start as f64 / procfs::ticks_per_second() as f64)
+        .map(|boot| boot as f64 + proc.link.start as f64 / procfs::ticks_per_second() as f64)
         .map_err(|e| {
             let problem = format!(
                 "names process {pid}, whose start cannot be told ({e}): it may be a reused PID"

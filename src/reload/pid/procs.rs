@@ -39,11 +39,9 @@ impl std::fmt::Display for Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proc {
     pub pid: i32,
-    pub ppid: i32,
     pub comm: String,
-    /// When it started, in clock ticks after boot: with the PID, which
-    /// process this is.
-    pub(super) start: u64,
+    /// Its parent, and when it started (with the PID, which process this is).
+    pub(super) link: Link,
     pub(super) exe: Option<String>,
     pub(super) cmdline: Vec<String>,
 }
@@ -82,9 +80,11 @@ pub(super) fn read(p: &procfs::process::Process) -> Option<Proc> {
         .and_then(|e| e.file_name().map(|n| n.to_string_lossy().into_owned()));
     Some(Proc {
         pid: stat.pid,
-        ppid: stat.ppid,
         comm: stat.comm,
-        start: stat.starttime,
+        link: Link {
+            parent: stat.ppid,
+            start: stat.starttime,
+        },
         exe,
         cmdline: p.cmdline().unwrap_or_default(),
     })
@@ -115,8 +115,9 @@ pub(super) fn own_lineage(
     Ok(seen)
 }
 
-/// A process's parent (0: none this PID namespace shows) and start time.
-#[derive(Debug, Clone, Copy)]
+/// A process's parent (0: none this PID namespace shows) and start time,
+/// in clock ticks after boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Link {
     pub(super) parent: i32,
     pub(super) start: u64,
@@ -152,18 +153,7 @@ pub(super) fn ancestors(pid: i32, links: &HashMap<i32, Link>) -> impl Iterator<I
 /// not `me`, one of my ancestors, PID 1 or `pause`, and whose ancestors do
 /// not match too.
 pub fn select(target: &Target, procs: &[Proc], me: i32) -> Result<Vec<Proc>, ReloadError> {
-    let links: HashMap<i32, Link> = procs
-        .iter()
-        .map(|p| {
-            (
-                p.pid,
-                Link {
-                    parent: p.ppid,
-                    start: p.start,
-                },
-            )
-        })
-        .collect();
+    let links: HashMap<i32, Link> = procs.iter().map(|p| (p.pid, p.link)).collect();
     let mine = own_lineage(me, |pid| links.get(&pid).copied())?;
     let eligible = |p: &Proc| !mine.contains(&p.pid) && p.pid != 1 && p.comm != "pause";
     let matching: HashSet<i32> = procs
