@@ -36,6 +36,6 @@ async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
         a.deny,
     )
     .await?;
-    let text = render(&rows, a.output, crate::approve::REVIEW_COLUMNS)?;
+    let text = render(&rows, a.output, crate::approve::REVIEW_COLUMNS, None)?;
     Ok((text, done))
 }

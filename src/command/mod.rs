@@ -26,7 +26,7 @@ pub fn check(a: &CheckArgs) -> Finished {
 /// `certsync revisions`: a target's revisions, newest first.
 pub fn revisions(a: &RevisionsArgs) -> Finished {
     let rows = crate::inspect::revisions(&a.target)?;
-    print(&render(&rows, a.output, REVISION_COLUMNS)?)?;
+    print(&render(&rows, a.output, REVISION_COLUMNS, None)?)?;
     Ok(0)
 }
 

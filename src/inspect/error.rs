@@ -23,10 +23,9 @@ pub enum InspectError {
     TargetRecreatable(#[source] crate::files::OwnedError),
     #[error(transparent)]
     Writer(#[from] crate::writer::WriterError),
+    /// As JSON or YAML.
     #[error("cannot encode the report: {0}")]
-    Json(#[source] serde_json::Error),
-    #[error("cannot encode the report: {0}")]
-    Yaml(#[source] serde_yaml_ng::Error),
+    Encode(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The way to it: not opened, a symlink loop, or a link out of the
     /// directory argument.
     #[error("{0}")]

@@ -282,20 +282,10 @@ pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledB
 }
 
 /// A terminal's width when nobody set one: `check`'s table fits it.
-pub const TERMINAL_COLUMNS: usize = 80;
+const TERMINAL_COLUMNS: usize = 80;
 
 /// One table column: its header, and its cell of a row.
 pub type Column<T> = (&'static str, fn(&T) -> String);
-
-/// Renders rows as an aligned table of `columns` (`wide` the same), JSON
-/// or YAML.
-pub fn render<T: Serialize>(
-    rows: &[T],
-    output: Output,
-    columns: &[Column<T>],
-) -> Result<String, InspectError> {
-    render_within(rows, output, columns, None)
-}
 
 /// `check`'s report: a table of its narrow columns (`-o wide` adds
 /// subject, SANs, issuer), each line at most [`TERMINAL_COLUMNS`] (the
@@ -303,10 +293,10 @@ pub fn render<T: Serialize>(
 /// right); `wide`, JSON and YAML in full.
 pub fn render_check(rows: &[CertReport], output: Output) -> Result<String, InspectError> {
     if output != Output::Table {
-        return render(rows, output, CHECK_COLUMNS);
+        return render(rows, output, CHECK_COLUMNS, None);
     }
     let narrow = [0, 4, 6, 7].map(|c| CHECK_COLUMNS[c]);
-    render_within(rows, output, &narrow, Some(TERMINAL_COLUMNS))
+    render(rows, output, &narrow, Some(TERMINAL_COLUMNS))
 }
 
 /// Shortens `cell` to `width` characters: a path keeps its end, anything
@@ -339,7 +329,9 @@ fn fit_widths(mut widths: Vec<usize>, max: usize) -> Vec<usize> {
     widths
 }
 
-fn render_within<T: Serialize>(
+/// Renders rows as an aligned table of `columns` (`wide` the same), each
+/// line fitted within `max` columns if given, or as JSON or YAML.
+pub fn render<T: Serialize>(
     rows: &[T],
     output: Output,
     columns: &[Column<T>],
@@ -348,8 +340,8 @@ fn render_within<T: Serialize>(
     match output {
         Output::Json => serde_json::to_string_pretty(rows)
             .map(|s| s + "\n")
-            .map_err(InspectError::Json),
-        Output::Yaml => serde_yaml_ng::to_string(rows).map_err(InspectError::Yaml),
+            .map_err(|e| InspectError::Encode(e.into())),
+        Output::Yaml => serde_yaml_ng::to_string(rows).map_err(|e| InspectError::Encode(e.into())),
         Output::Table | Output::Wide => {
             let mut table: Vec<Vec<String>> = vec![columns.iter().map(|c| c.0.into()).collect()];
             // Subjects and names come from whoever wrote the certificate:
@@ -485,7 +477,7 @@ mod tests {
         )];
         let columns: [Column<(String, String)>; 2] =
             [("A", |r| r.0.clone()), ("B", |r| r.1.clone())];
-        let out = render(&rows, Output::Table, &columns).unwrap();
+        let out = render(&rows, Output::Table, &columns, None).unwrap();
         assert_eq!(out.lines().count(), 2, "{out:?}");
         assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
     }
@@ -495,7 +487,13 @@ mod tests {
         #[derive(Serialize)]
         struct Row(&'static str, &'static str);
         let columns: [Column<Row>; 2] = [("X", |r| r.0.into()), ("Y", |r| r.1.into())];
-        let t = render(&[Row("a", "bb"), Row("ccc", "d")], Output::Table, &columns).unwrap();
+        let t = render(
+            &[Row("a", "bb"), Row("ccc", "d")],
+            Output::Table,
+            &columns,
+            None,
+        )
+        .unwrap();
         assert_eq!(t, "X    Y\na    bb\nccc  d\n");
     }
 }

@@ -65,11 +65,7 @@ impl Base {
     /// Why nothing in it may be told, if so.
     fn refusal(&self) -> Option<InspectError> {
         let (uid, through) = self.refused.as_ref()?;
-        Some(InspectError::Exposed {
-            what: Kept::Directory,
-            uid: *uid,
-            through: through.clone(),
-        })
+        Some(refusal(Kept::Directory, *uid, through))
     }
 }
 
@@ -108,14 +104,16 @@ fn kind(st: &FileStat) -> nix::sys::stat::SFlag {
     nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT
 }
 
-/// The refusal of the file `st`, kept from others, reached through
+/// The refusal of `what` of `uid`, kept from others, reached through
 /// `through`.
-fn refusal(st: &FileStat, through: &Entry) -> InspectError {
-    InspectError::Exposed {
-        what: Kept::File { links: st.st_nlink },
-        uid: st.st_uid,
-        through: through.clone(),
-    }
+fn refusal(what: Kept, uid: u32, through: &Entry) -> InspectError {
+    let through = through.clone();
+    InspectError::Exposed { what, uid, through }
+}
+
+/// [`refusal`] of the file `st`.
+fn file_refusal(st: &FileStat, through: &Entry) -> InspectError {
+    refusal(Kept::File { links: st.st_nlink }, st.st_uid, through)
 }
 
 impl Input {
@@ -139,7 +137,7 @@ impl Input {
         }
         if st.st_mode & 0o004 == 0 && !own(st) {
             if let Some(p) = exposure(passed, st.st_uid) {
-                return Err(refusal(st, p));
+                return Err(file_refusal(st, p));
             }
             if let Some(problem) = Self::exposed(&walked.fd, st) {
                 return Err(problem);
@@ -173,7 +171,7 @@ impl Input {
             match up {
                 Err(e) => return Some(InspectError::Unlocated(e)),
                 Ok((here, _)) if way(st.st_uid).judge(&here).is_err() => {
-                    return Some(refusal(st, &here));
+                    return Some(file_refusal(st, &here));
                 }
                 Ok(_) => {}
             }
