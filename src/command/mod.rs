@@ -1,19 +1,20 @@
-//! One function per subcommand, and the one place an error becomes an
-//! exit code (docs/reference/exit-codes.md) and is told to the user.
+//! One function per subcommand (`kubeadm adopt|revert|status` hand their
+//! flags to the library: they are what it is asked to do), and the one
+//! place an error becomes an exit code (docs/reference/exit-codes.md) and
+//! is told to the user.
 
-mod csr;
 mod daemon;
 mod error;
-mod kubeadm;
 
-use crate::cli::{CheckArgs, ManArgs, RevisionsArgs, RollbackArgs};
+use crate::cli::{
+    AdoptArgs, CheckArgs, ManArgs, RevertArgs, ReviewArgs, RevisionsArgs, RollbackArgs, StatusArgs,
+    StatusOutput,
+};
 use crate::inspect::{REVISION_COLUMNS, render};
 
-pub use csr::review;
 pub use daemon::{approve, run};
 use error::print;
 pub use error::{CommandError, Finished};
-pub use kubeadm::{adopt, revert, status};
 
 /// `certsync check`: the report; 1 when a certificate fails.
 pub fn check(a: &CheckArgs) -> Finished {
@@ -62,4 +63,85 @@ pub fn man(a: &ManArgs) -> Finished {
     };
     print(text)?;
     Ok(0)
+}
+
+/// `certsync csr review`: pending CSRs with the approver's verdict in a
+/// table on stdout, then each approval or denial on stderr. Looking
+/// needs no policy flags (what they would check is marked); approving or
+/// denying does.
+pub fn review(a: &ReviewArgs) -> Finished {
+    if a.approve || a.deny {
+        a.policy.check()?;
+    }
+    let (text, done) = look(a)?;
+    print(&text)?;
+    for line in done {
+        eprintln!("{line}");
+    }
+    Ok(0)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
+    let settings = crate::source::client::ClientSettings {
+        kubeconfig: a.kube.kubeconfig.clone(),
+        context: a.kube.context.clone(),
+        ..Default::default()
+    };
+    let (rows, done) = crate::approve::review(
+        &settings,
+        &a.names,
+        a.policy.selector.as_deref(),
+        &a.policy.policy(),
+        a.approve,
+        a.deny,
+    )
+    .await?;
+    let text = render(&rows, a.output, crate::approve::REVIEW_COLUMNS, None)?;
+    Ok((text, done))
+}
+
+/// `certsync kubeadm adopt`: the plan, and what was done.
+#[tokio::main(flavor = "current_thread")]
+pub async fn adopt(a: &AdoptArgs) -> Finished {
+    // Told as it happens: the plan before anything is written, then each
+    // step and what each wait sees.
+    let mut out = crate::kubeadm::Out::to(std::io::stdout());
+    Box::pin(crate::kubeadm::adopt(a, &mut out)).await?;
+    Ok(0)
+}
+
+/// `certsync kubeadm revert`: what was (or would be) handed back.
+#[tokio::main(flavor = "current_thread")]
+pub async fn revert(a: &RevertArgs) -> Finished {
+    let text = crate::kubeadm::revert(a).await?;
+    print(&text)?;
+    Ok(0)
+}
+
+/// `certsync kubeadm status`: the report in the format asked for; 0 when
+/// healthy, else the first cause's exit code.
+#[tokio::main(flavor = "current_thread")]
+pub async fn status(a: &StatusArgs) -> Finished {
+    let s = crate::kubeadm::status(&a.kubeadm_dir).await;
+    if let Some(path) = &a.textfile {
+        // Complete before it replaces the last one: written whole, fsynced,
+        // renamed; a status that failed before it could report says so.
+        let text = match &s {
+            Ok(s) => s.prometheus(),
+            Err(_) => {
+                let now = crate::validate::unix_seconds(std::time::SystemTime::now());
+                crate::kubeadm::Status::failed_prometheus(now)
+            }
+        };
+        crate::writer::replace_file(path, 0o644, text.as_bytes())?;
+    }
+    let s = s?;
+    let text = match a.output {
+        StatusOutput::Text => s.text(),
+        StatusOutput::Json => serde_json::to_string_pretty(&s)? + "\n",
+        StatusOutput::Prometheus => s.prometheus(),
+    };
+    print(&text)?;
+    Ok(s.exit_code())
 }
