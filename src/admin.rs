@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{AppendHeaders, IntoResponse};
 use axum::routing::get;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -63,15 +63,10 @@ async fn readyz(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
         Ok(()) => (StatusCode::OK, "ok\n".to_owned()),
         Err(problems) => (StatusCode::SERVICE_UNAVAILABLE, problems.to_string()),
     };
-    let mut headers = axum::http::HeaderMap::new();
     // Checked to be a header value when parsed (`cli::generation`).
-    if let Some(value) = m
-        .generation()
-        .and_then(|g| axum::http::HeaderValue::from_str(g).ok())
-    {
-        headers.insert(GENERATION_HEADER, value);
-    }
-    (status, headers, body)
+    let generation = m.generation().and_then(|g| HeaderValue::from_str(g).ok());
+    let header = generation.map(|value| (GENERATION_HEADER, value));
+    (status, AppendHeaders(header), body)
 }
 
 async fn metrics_text(State(m): State<Arc<Metrics>>) -> impl IntoResponse {

@@ -200,9 +200,9 @@ impl HttpHook {
         self.described.clone()
     }
 
-    /// Calls the hook until a 2xx or the retries run out. Returns the status
-    /// and the number of attempts.
-    pub async fn call(&self) -> Result<(u16, u32), ReloadError> {
+    /// Calls the hook until a 2xx or the retries run out. Says which
+    /// status answered after how many attempts.
+    pub async fn call(&self) -> Result<String, ReloadError> {
         let HttpHookConfig {
             timeout, retries, ..
         } = self.config;
@@ -215,7 +215,11 @@ impl HttpHook {
             let result = tokio::time::timeout(timeout, self.attempt()).await;
             match result {
                 Ok(Ok(status)) if (200..300).contains(&status) => {
-                    return Ok((status, attempt + 1));
+                    let hook = &self.described;
+                    return Ok(format!(
+                        "{hook} answered {status} after {} attempt(s)",
+                        attempt + 1
+                    ));
                 }
                 Ok(Ok(status)) => last = ReloadError::Status(status),
                 Ok(Err(e)) => last = e,

@@ -226,12 +226,7 @@ async fn reload(
                 }
             }
         }
-        Method::Http(hook) => hook.call().await.map(|(status, attempts)| {
-            format!(
-                "{} answered {status} after {attempts} attempt(s)",
-                hook.describe()
-            )
-        }),
+        Method::Http(hook) => hook.call().await,
     };
     let latency_ms = started.elapsed().as_millis() as u64;
     metrics.reload(
