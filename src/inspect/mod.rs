@@ -114,7 +114,7 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
             // The key named after the certificate, else the certificate
             // itself when it holds one (a combined PEM).
             let key_pem = match &key {
-                Some(k) => Some(k.read().map_err(|e| (k.shown.clone(), e))),
+                Some(k) => Some(k.read().map_err(|e| format!("{}: {e}", k.shown.display()))),
                 None => crate::pem::find(&pem, b"PRIVATE KEY-----")
                     .is_some()
                     .then(|| Ok(pem.clone())),
@@ -123,10 +123,7 @@ pub fn check(paths: &[PathBuf], warn_within: Duration) -> Result<Vec<CertReport>
                 (None, true) => (KeyStatus::NotApplicable, None),
                 (None, false) => (KeyStatus::Missing, None),
                 (Some(Ok(kp)), _) => key_status(&pem, &kp),
-                (Some(Err((path, e))), _) => (
-                    KeyStatus::Unreadable,
-                    Some(format!("{}: {e}", path.display())),
-                ),
+                (Some(Err(why)), _) => (KeyStatus::Unreadable, Some(why)),
             };
             let mut line = report_line(cert.shown, &leaf, key_status, now, warn);
             if let (Some(why), Some(problem)) = (why, line.problem.as_mut())
@@ -221,20 +218,21 @@ pub struct RevisionReport {
     pub subject: Option<String>,
 }
 
-/// A target another user may write or re-create is refused, as `run`
-/// refuses it: whoever may change it chooses what its history holds
-/// (root's key hard-linked there), which root would read, print or restore.
-fn target_guarded(target: &Path) -> Result<(), InspectError> {
+/// The writer of `target`. A target another user may write or re-create
+/// is refused, as `run` refuses it: whoever may change it chooses what its
+/// history holds (root's key hard-linked there), which root would read,
+/// print or restore.
+fn guarded_writer(target: &Path) -> Result<Writer, InspectError> {
     crate::files::no_other_user_may_write(target)
         .map_err(|p| InspectError::TargetWritable(p).at(target))?;
     crate::files::no_other_user_may_recreate(target)
-        .map_err(|p| InspectError::TargetRecreatable(p).at(target))
+        .map_err(|p| InspectError::TargetRecreatable(p).at(target))?;
+    Ok(Writer::existing(target)?)
 }
 
 /// The revisions of a target, newest first.
 pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
-    target_guarded(target)?;
-    let writer = Writer::existing(target)?;
+    let writer = guarded_writer(target)?;
     let pinned = writer.pin().is_some();
     let revisions = writer.revisions()?;
     if revisions.is_empty() {
@@ -261,8 +259,7 @@ pub fn revisions(target: &Path) -> Result<Vec<RevisionReport>, InspectError> {
 /// Rolls `target` back to history revision `to` (default: the previous
 /// one), refusing content that would not pass validation now.
 pub fn rollback(target: &Path, to: Option<u64>) -> Result<crate::writer::RolledBack, InspectError> {
-    target_guarded(target)?;
-    let writer = Writer::existing(target)?;
+    let writer = guarded_writer(target)?;
     let check = |b: &crate::bundle::Bundle| {
         let expect = if b.get(crate::bundle::KEY_FILE).is_some() {
             validate::Expect::Pair
