@@ -16,7 +16,7 @@ pub enum InspectError {
     },
     #[error("not a certsync target: no live revision (..data) and no history")]
     NotTarget,
-    // A target another user may change (`target_guarded`).
+    // A target another user may change (`guarded_writer`).
     #[error("{0}; refusing to read or restore it")]
     TargetWritable(#[source] crate::files::OwnedError),
     #[error("{0}, who chooses what its history holds; refusing to read or restore it")]
