@@ -103,13 +103,11 @@ impl EventSink {
                 let reference = core_v1(&kind, &object.namespace, &object.name, uid);
                 (reference, object.to_string())
             }
-            About::Csr(csr) => {
-                // Before the first request there is nothing to attach to.
-                let Some((name, uid)) = crate::lock(csr).clone() else {
-                    return;
-                };
-                csr_reference(&name, &uid)
-            }
+            // Before the first request there is nothing to attach to.
+            About::Csr(csr) => match crate::lock(csr).clone() {
+                Some((name, uid)) => csr_reference(&name, &uid),
+                None => return,
+            },
             // The uid is resolved in the event's own task.
             About::Pod(pod) => {
                 let pod = pod.clone();
