@@ -74,9 +74,9 @@ impl std::fmt::Debug for HttpHook {
 
 impl HttpHook {
     pub fn new(c: &HttpHookConfig) -> Result<Self, ReloadError> {
-        let url = || redact_text(&c.url);
-        let url_err = |problem: String| ReloadError::Url {
-            url: url(),
+        let url = redact_text(&c.url);
+        let url_err = |problem| ReloadError::Url {
+            url: url.clone(),
             problem,
         };
         let given: Uri = c
@@ -122,7 +122,7 @@ impl HttpHook {
         let mut hook = Self {
             client: None,
             config: c.clone(),
-            described: format!("{method} {}", redact_text(&c.url)),
+            described: format!("{method} {url}"),
             uri,
             method,
             headers,
