@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
 pub use super::error::secret::KubeError;
 use super::error::{SourceError, Update};
-use super::watch::{WatchError, watch_seconds};
+use super::watch::{Listed, WatchError, watch_seconds};
 use crate::bundle::{Bundle, Item};
 
 pub use crate::events::{Kind, ObjectRef};
@@ -24,6 +24,7 @@ pub use crate::events::{Kind, ObjectRef};
 pub(super) trait Payload:
     kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
     + Clone
+    + Default
     + std::fmt::Debug
     + serde::de::DeserializeOwned
     + Send
@@ -183,27 +184,20 @@ impl KubeObject {
         let events = super::watch::Watch::new(api, config, self.object.to_string()).stream();
         let mut events = std::pin::pin!(events);
         // The object as listed, until the list is complete.
-        let mut listed: Option<K> = None;
+        let mut listed = Listed::default();
         while let Some(event) = events.next().await {
-            let update = match event {
-                Ok(Event::Init) => {
-                    listed = None;
-                    continue;
-                }
-                Ok(Event::InitApply(obj)) => {
-                    listed = Some(obj);
-                    continue;
-                }
-                Ok(Event::InitDone) => match listed.take() {
-                    Some(obj) => self.applied(&obj),
-                    None => self.absent(KubeError::NotFound {
+            let update = match event.map(|e| listed.apply(e)) {
+                Ok(None) => continue,
+                Ok(Some(changed)) => match listed.items().values().next() {
+                    Some(obj) => self.applied(obj),
+                    // A re-list without it, or its deletion (named).
+                    None if changed.is_none() => self.absent(KubeError::NotFound {
+                        object: self.object.to_string(),
+                    }),
+                    None => self.absent(KubeError::Deleted {
                         object: self.object.to_string(),
                     }),
                 },
-                Ok(Event::Apply(obj)) => self.applied(&obj),
-                Ok(Event::Delete(_)) => self.absent(KubeError::Deleted {
-                    object: self.object.to_string(),
-                }),
                 Err(e) => {
                     self.metrics.watch_restarted(&self.mapping);
                     Err(match e {
