@@ -369,12 +369,4 @@ impl CaSource {
             ));
         }
     }
-
-    /// `run --once`: the live pair if it fits, else one issued.
-    pub async fn once(&self, live: Option<&Bundle>) -> Result<Option<Bundle>, CaError> {
-        if self.adopt(live).await.is_some() {
-            return Ok(None);
-        }
-        self.obtain(live).await.map(|i| Some(i.bundle))
-    }
 }

@@ -147,7 +147,7 @@ pub(super) async fn read_once(
     live: Option<Bundle>,
     config: &Config,
 ) -> Result<Bundle, Failure> {
-    let issued = match make(m, metrics, config) {
+    match make(m, metrics, config) {
         Made::Dir(src) => {
             return match crate::blocking(move || src.read()).await {
                 Ok(r) => r.map_err(|e| Arc::new(e.into())),
@@ -174,19 +174,21 @@ pub(super) async fn read_once(
             else {
                 return Err(Arc::new(SourceError::NoClient));
             };
-            let issued = source.once(&client, live.as_ref()).await;
-            issued.map_err(|e| SourceError::Csr(Box::new(e)))
+            if source.adopt(&client, live.as_ref()).await.is_none() {
+                let issued = source.obtain(&client).await.map(|i| i.bundle);
+                return issued.map_err(|e| Arc::new(SourceError::Csr(Box::new(e))));
+            }
         }
-        Made::Ca(source) => source
-            .once(live.as_ref())
-            .await
-            .map_err(|e| SourceError::Ca(Box::new(e))),
-    };
+        Made::Ca(source) => {
+            if source.adopt(live.as_ref()).await.is_none() {
+                let issued = source.obtain(live.as_ref()).await.map(|i| i.bundle);
+                return issued.map_err(|e| Arc::new(SourceError::Ca(Box::new(e))));
+            }
+        }
+    }
     // Nothing issued: the live pair satisfies the mapping, and publishing
     // it again changes nothing.
-    (issued.map_err(Arc::new)?)
-        .or(live)
-        .ok_or_else(|| Arc::new(SourceError::NoLivePair))
+    live.ok_or_else(|| Arc::new(SourceError::NoLivePair))
 }
 
 /// A mapping's source, made from its settings: what `run` starts and

@@ -119,16 +119,4 @@ impl CsrSource {
             }
         }
     }
-
-    /// `run --once`: the live pair if it fits, else one requested.
-    pub async fn once(
-        &self,
-        client: &Client,
-        live: Option<&Bundle>,
-    ) -> Result<Option<Bundle>, CsrError> {
-        if self.adopt(client, live).await.is_some() {
-            return Ok(None);
-        }
-        self.obtain(client).await.map(|i| Some(i.bundle))
-    }
 }
