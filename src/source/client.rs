@@ -76,10 +76,6 @@ impl ClientSettings {
         path.exists().then(|| (vec![path], false))
     }
 
-    pub async fn config(&self) -> Result<kube::Config, ClientError> {
-        Ok(self.load().await?.config)
-    }
-
     pub async fn load(&self) -> Result<Loaded, ClientError> {
         let mut loaded = match self.kubeconfigs() {
             Some((paths, listed)) => {
@@ -171,7 +167,7 @@ impl ClientSettings {
         loop {
             let now = fingerprint();
             if built_from.as_ref() != Some(&now) {
-                match self.config().await.and_then(|c| self.client_for(&c)) {
+                match self.load().await.and_then(|l| self.client_for(&l.config)) {
                     Ok(client) => {
                         if built_from.replace(now).is_some() {
                             tracing::info!(file = %shown, "credentials changed; rebuilt the API client");

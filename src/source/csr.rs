@@ -213,7 +213,7 @@ impl CsrSource {
             ..ClientSettings::default()
         });
         let settings = bootstrap.as_ref().unwrap_or(&self.settings);
-        settings.config().await.map_err(CsrError::Client)
+        Ok(settings.load().await.map_err(CsrError::Client)?.config)
     }
 
     /// The signer's CA certificates (PEM), if a CA is configured.

@@ -24,7 +24,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
         .iter()
         .any(|m| needs_process_client(&m.source))
     {
-        let made = config.client.config().await;
+        let made = config.client.load().await.map(|l| l.config);
         match made.and_then(|c| Ok((config.client.client_for(&c)?, c))) {
             Ok((client, c)) => reachable(&client, &c.cluster_url, config.run.once_timeout)
                 .await

@@ -133,8 +133,8 @@ pub async fn log_plan(config: &Config) {
         None => "none (the consumer watches its files)".to_owned(),
     };
     let api_server = if needs_client(config) {
-        match config.client.config().await {
-            Ok(c) => server_origin(&c.cluster_url),
+        match config.client.load().await {
+            Ok(l) => server_origin(&l.config.cluster_url),
             Err(e) => format!("unknown yet ({e})"),
         }
     } else {
