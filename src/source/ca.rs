@@ -72,12 +72,6 @@ pub struct CaSource {
     pub template_is_copy: bool,
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, CaError> + Send + 'static,
-) -> Result<T, CaError> {
-    crate::blocking(f).await.map_err(CaError::Task)?
-}
-
 /// Whether the live pair satisfies what is wanted now: [`check`], ca.crt
 /// is the CA's current certificate, and the `lifetime=` asked for.
 fn live_ok(w: &Wanted, live: &Bundle, now: SystemTime, skew: Duration) -> Result<Window, CaError> {
@@ -188,12 +182,13 @@ impl CaSource {
         let live = live?.clone();
         let (spec, skew) = (Arc::clone(&self.spec), self.clock_skew);
         let checked = live.clone();
-        let wanted = blocking(move || {
+        let wanted = crate::blocking(move || {
             let w = wanted(&spec, SystemTime::now(), skew)?;
             let ok = live_ok(&w, &checked, SystemTime::now(), skew);
             Ok((w.ca.not_after, w.template_not_after, ok))
         })
-        .await;
+        .await
+        .unwrap_or_else(|e| Err(CaError::Task(e)));
         // The source is the CA files and template: up when they read.
         self.metrics.source_up(&self.mapping, wanted.is_ok());
         match wanted {
@@ -256,7 +251,7 @@ impl CaSource {
     /// Issues one certificate, logging what the CA's expiry did to it.
     pub async fn obtain(&self, live: Option<&Bundle>) -> Result<Issued, CaError> {
         let (spec, skew, live) = (Arc::clone(&self.spec), self.clock_skew, live.cloned());
-        let issued = blocking(move || issue(&spec, live.as_ref(), skew)).await?;
+        let issued = crate::blocking(move || issue(&spec, live.as_ref(), skew)).await??;
         let lifetime = self.spec.issue.lifetime.unwrap_or_default().as_secs() as i64;
         let now = validate::unix_seconds(SystemTime::now());
         self.metrics.ca_expiry(&self.mapping, issued.ca_not_after);

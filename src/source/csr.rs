@@ -56,8 +56,7 @@ async fn check_off_runtime(
     let (spec, cert, key) = (Arc::clone(spec), cert.to_vec(), key.to_vec());
     let ca = ca.map(<[u8]>::to_vec);
     crate::blocking(move || check(&spec, &cert, &key, ca.as_deref(), SystemTime::now(), skew))
-        .await
-        .unwrap_or_else(|e| Err(CsrError::Panicked(e)))
+        .await?
 }
 pub use super::error::csr::CsrError;
 pub use super::usage::USAGES;

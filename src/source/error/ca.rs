@@ -35,7 +35,7 @@ pub enum CaError {
     #[error("the issued certificate is refused: {0}")]
     Mismatch(#[source] Box<CaError>),
     #[error("internal task failed: {0}")]
-    Task(#[source] crate::Panicked),
+    Task(#[from] crate::Panicked),
 
     // Why the live pair is not one this mapping would issue now.
     #[error("the live revision holds no pair")]

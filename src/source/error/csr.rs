@@ -77,7 +77,7 @@ pub enum CsrError {
     #[error("no answer within {0:?}")]
     CaTimeout(Duration),
     #[error("{0}")]
-    Panicked(#[source] crate::Panicked),
+    Panicked(#[from] crate::Panicked),
     #[error("holds no CERTIFICATE block")]
     CaNoCertificate,
 
