@@ -3,11 +3,11 @@
 use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kube::Api;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 
 use super::spec::CsrSource;
 use crate::source::error::csr::CsrError;
-use crate::source::watch::{Watch, WatchError, watch_seconds};
+use crate::source::watch::{Listed, Watch, WatchError, watch_seconds};
 
 /// What a wait has said once already.
 #[derive(Default)]
@@ -40,7 +40,7 @@ impl CsrSource {
         let what = format!("certificatesigningrequest {name}");
         let events = Watch::new(api.clone(), config, what).stream();
         let mut events = std::pin::pin!(events);
-        let mut listed = false;
+        let mut listed = Listed::default();
         loop {
             let Ok(event) = tokio::time::timeout_at(deadline, events.next()).await else {
                 return Err(CsrError::Timeout {
@@ -48,19 +48,13 @@ impl CsrSource {
                     waited: self.spec.approval_timeout,
                 });
             };
-            let obj = match event {
-                Some(Ok(Event::Init)) => {
-                    listed = false;
-                    continue;
-                }
-                Some(Ok(Event::InitApply(o) | Event::Apply(o))) => {
-                    listed = true;
-                    o
-                }
-                Some(Ok(Event::InitDone)) if listed => continue,
-                Some(Ok(Event::InitDone | Event::Delete(_))) => {
-                    return Err(CsrError::Deleted { csr: name.into() });
-                }
+            let obj = match event.map(|e| e.map(|e| listed.apply(e))) {
+                Some(Ok(None)) => continue,
+                // Listed again without it, or deleted.
+                Some(Ok(Some(_))) => match listed.items().values().next() {
+                    Some(o) => o,
+                    None => return Err(CsrError::Deleted { csr: name.into() }),
+                },
                 Some(Err(e @ WatchError::Stalled { .. })) => {
                     tracing::warn!(mapping = %self.mapping, csr = %name, "{e}");
                     continue;
@@ -74,7 +68,7 @@ impl CsrSource {
                     return Err(CsrError::WatchEnded { csr: name.into() });
                 }
             };
-            if let Some(done) = self.settled(name, uid, &obj, &mut said) {
+            if let Some(done) = self.settled(name, uid, obj, &mut said) {
                 return done;
             }
         }
