@@ -76,11 +76,8 @@ impl Conn {
         Ok(list)
     }
 
-    /// A watch from `version`: its body, stall deadline and what to say then.
-    pub(super) async fn open(
-        &self,
-        version: &str,
-    ) -> Result<(Pin<Box<dyn AsyncBufRead + Send>>, Instant, String), WatchError> {
+    /// A watch from `version`, open: its body, stall deadline and what to say then.
+    pub(super) async fn open(&self, version: &str, fresh: bool) -> Result<Box<Open>, WatchError> {
         // `timeoutSeconds` as sent: kube-core sends 290 when none is set.
         let seconds = self.watch.timeout.unwrap_or(290);
         // Taken for stalled then, however alive its connection looks.
@@ -97,7 +94,15 @@ impl Conn {
         // the stall deadline if sooner.
         let headers_by = deadline.min(Instant::now() + ANSWER_WITHIN);
         match tokio::time::timeout_at(headers_by, self.client.request_stream(req)).await {
-            Ok(Ok(body)) => Ok((Box::pin(body), deadline, said)),
+            Ok(Ok(body)) => Ok(Box::new(Open {
+                body: Box::pin(body),
+                version: version.to_owned(),
+                fresh,
+                started: Instant::now(),
+                deadline,
+                said,
+                seen: false,
+            })),
             Ok(Err(e)) => Err(self.kube_error("watch", &e)),
             Err(_) if headers_by < deadline => Err(self.unanswered("watch")),
             Err(_) => Err(WatchError::Stalled {

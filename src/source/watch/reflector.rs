@@ -144,18 +144,8 @@ where
         version: String,
         fresh: bool,
     ) -> Option<Result<Event<K>, WatchError>> {
-        match Box::pin(self.throttled(|c| c.open(&version))).await {
-            Ok((body, deadline, said)) => {
-                self.state = State::Watching(Box::new(Open {
-                    body,
-                    version,
-                    fresh,
-                    started: Instant::now(),
-                    deadline,
-                    said,
-                    seen: false,
-                }));
-            }
+        match Box::pin(self.throttled(|c| c.open(&version, fresh))).await {
+            Ok(open) => self.state = State::Watching(open),
             Err(e) if e.code() == Some(410) => self.gone(fresh),
             Err(e) => {
                 // Not fresh any more: a 410 now is an expired version (a
