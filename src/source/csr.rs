@@ -109,17 +109,12 @@ impl CsrSource {
         };
         // A CA that cannot be read now gives the pair the benefit of the
         // doubt rather than replacing it for an API hiccup.
-        let ca = match self.ca(client).await {
-            Ok(ca) => {
-                self.metrics.source_up(&self.mapping, true);
-                ca
-            }
-            Err(e) => {
-                self.metrics.source_up(&self.mapping, false);
-                tracing::warn!(mapping = %self.mapping, error = %e, "cannot read the signer CA; checking the live certificate without it");
-                None
-            }
-        };
+        let ca = self.ca(client).await;
+        self.metrics.source_up(&self.mapping, ca.is_ok());
+        let ca = ca.unwrap_or_else(|e| {
+            tracing::warn!(mapping = %self.mapping, error = %e, "cannot read the signer CA; checking the live certificate without it");
+            None
+        });
         match check_off_runtime(&self.spec, cert, key, ca.as_deref(), self.clock_skew).await {
             Ok(w) => Some(w),
             Err(problem) => {
