@@ -36,7 +36,7 @@ mod spec;
 mod tests;
 mod wait;
 
-pub use request::{Sign, generate_name, pkcs10};
+pub use request::{San, Sign, generate_name, pkcs10};
 pub(crate) use request::{new_request, san_extension, signature_algorithm, subject};
 
 pub(crate) mod renewal;

@@ -17,7 +17,7 @@ use template::read_template;
 use super::spec::CaSpec;
 use crate::beneath::{self, Entry, Links, Start, Trust};
 use crate::pem::PemError;
-use crate::source::csr::{CsrSpec, KeyAlg, leaf_usages};
+use crate::source::csr::{CsrSpec, KeyAlg, San, leaf_usages};
 use crate::source::error::ca::CaError;
 use crate::validate;
 use crate::x509::Certificate;
@@ -46,7 +46,7 @@ pub(super) struct Wanted {
     /// The template's subject (DER) as it is; `None`: built from `want`.
     pub subject: Option<Vec<u8>>,
     /// In their order.
-    pub sans: Vec<crate::x509::Name>,
+    pub sans: Vec<San>,
     pub template_not_after: Option<i64>,
 }
 

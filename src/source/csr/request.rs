@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use super::spec::CsrSpec;
 use crate::source::error::csr::CsrError;
-use crate::x509::{KeyAlg, Name};
+use crate::x509::KeyAlg;
 
 impl KeyAlg {
     /// A new key from the OS generator, made by ring; RSA keys by the `rsa`
@@ -69,14 +69,21 @@ pub(crate) fn new_request(spec: &CsrSpec) -> Result<Request, CsrError> {
 
 impl CsrSpec {
     /// The subjectAltNames asked for: DNS names, then IP addresses.
-    pub(crate) fn sans(&self) -> Vec<Name> {
-        let dns = self.dns.iter().map(|d| Name::Dns(d.clone()));
-        dns.chain(self.ips.iter().map(|ip| Name::Ip(*ip))).collect()
+    pub(crate) fn sans(&self) -> Vec<San> {
+        let dns = self.dns.iter().map(|d| San::Dns(d.clone()));
+        dns.chain(self.ips.iter().map(|ip| San::Ip(*ip))).collect()
     }
 }
 
 /// Signs the DER of a request with the key (signature bytes, or why not).
 pub type Sign<'a> = dyn Fn(&[u8]) -> Result<Vec<u8>, rcgen::Error> + 'a;
+
+/// A subjectAltName entry, in the order it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum San {
+    Dns(String),
+    Ip(IpAddr),
+}
 
 fn der_err(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CsrError {
     move |error| CsrError::Der { what, error }
@@ -112,7 +119,7 @@ pub(crate) fn subject(spec: &CsrSpec) -> Result<x509_cert::name::RdnSequence, Cs
 /// The subjectAltName extension holding `names` in their order; critical
 /// when the subject is empty (RFC 5280 4.2.1.6). `None` without names.
 pub(crate) fn san_extension(
-    names: &[Name],
+    names: &[San],
     subject_empty: bool,
 ) -> Result<Option<x509_cert::ext::Extension>, CsrError> {
     use x509_cert::der::Encode;
@@ -127,15 +134,14 @@ pub(crate) fn san_extension(
     let mut general = Vec::new();
     for name in names {
         general.push(match name {
-            Name::Dns(d) => GeneralName::DnsName(Ia5String::new(d).map_err(der_err("DNS name"))?),
-            Name::Ip(ip) => {
+            San::Dns(d) => GeneralName::DnsName(Ia5String::new(d).map_err(der_err("DNS name"))?),
+            San::Ip(ip) => {
                 let bytes = match ip {
                     IpAddr::V4(v4) => v4.octets().to_vec(),
                     IpAddr::V6(v6) => v6.octets().to_vec(),
                 };
                 GeneralName::IpAddress(OctetString::new(bytes).map_err(der_err("IP address"))?)
             }
-            Name::Other(kind) => return Err(CsrError::OtherName { kind }),
         });
     }
     let e = der_err("subjectAltName");

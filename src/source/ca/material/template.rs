@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::cert::{CaCert, LIMIT, issued_by, one_certificate};
-use crate::source::csr::{CsrSpec, eku_usage, ku_names, leaf_usages};
+use crate::source::csr::{CsrSpec, San, eku_usage, ku_names, leaf_usages};
 use crate::source::error::ca::CaError;
 use crate::x509::{Certificate, Facts, Name};
 
@@ -12,7 +12,7 @@ const NAME_CONSTRAINTS: &str = "2.5.29.30";
 pub(super) struct Template {
     /// DER, copied into the issued one as it is.
     pub(super) subject: Vec<u8>,
-    pub(super) sans: Vec<Name>,
+    pub(super) sans: Vec<San>,
     pub(super) not_after: i64,
 }
 
@@ -53,9 +53,8 @@ pub(super) fn read_template(
     (want.dns, want.ips) = (Vec::new(), Vec::new());
     for san in &sans {
         match san {
-            Name::Dns(d) => want.dns.push(d.clone()),
-            Name::Ip(ip) => want.ips.push(*ip),
-            Name::Other(kind) => return Err(CaError::OtherSan { kind }),
+            San::Dns(d) => want.dns.push(d.clone()),
+            San::Ip(ip) => want.ips.push(*ip),
         }
     }
     if take_alg {
@@ -84,15 +83,17 @@ fn subject(facts: &Facts) -> Result<(Option<String>, Vec<String>), CaError> {
     Ok((cn, o))
 }
 
-fn sans(facts: &Facts) -> Result<Vec<Name>, CaError> {
-    for name in &facts.sans {
-        match name {
-            Name::Dns(d) => crate::x509::dns_name(d).map_err(CaError::certificate)?,
-            Name::Ip(_) => {}
-            Name::Other(kind) => return Err(CaError::OtherSan { kind }),
-        }
-    }
-    Ok(facts.sans.clone())
+fn sans(facts: &Facts) -> Result<Vec<San>, CaError> {
+    (facts.sans.iter())
+        .map(|name| match name {
+            Name::Dns(d) => {
+                crate::x509::dns_name(d).map_err(CaError::certificate)?;
+                Ok(San::Dns(d.clone()))
+            }
+            Name::Ip(ip) => Ok(San::Ip(*ip)),
+            Name::Other(kind) => Err(CaError::OtherSan { kind }),
+        })
+        .collect()
 }
 
 fn leaf_only(facts: &Facts) -> Result<(), CaError> {
