@@ -434,6 +434,33 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
     );
 }
 
+/// Attack: a link planted where a kubeadm CA or service-account file belongs (certsync's
+/// container may write pki/) is refused as every node read refuses one, never looked
+/// through by name into a read-only mount of the file it names (a hostPath follows it).
+#[tokio::test]
+async fn attack_a_link_at_a_ca_file_is_refused_never_mounted() {
+    let dir = node_dir();
+    let d = dir.path();
+    std::fs::write(d.join("host-file"), "root's\n").expect("write");
+    std::os::unix::fs::symlink(d.join("host-file"), d.join("pki/sa.pub")).expect("symlink");
+    let e = match plan(&options(d)).await {
+        Err(e) => e.to_string(),
+        Ok(p) => panic!("not refused:\n{}", p.text()),
+    };
+    assert!(e.contains("pki/sa.pub") && e.contains("symlink"), "{e}");
+    // Not a regular file: refused too, never left unmounted for the container to replace.
+    std::fs::remove_file(d.join("pki/sa.pub")).expect("remove");
+    std::fs::create_dir(d.join("pki/sa.pub")).expect("mkdir");
+    let e = match plan(&options(d)).await {
+        Err(e) => e.to_string(),
+        Ok(p) => panic!("not refused:\n{}", p.text()),
+    };
+    assert!(
+        e.contains("pki/sa.pub") && e.contains("not a regular file"),
+        "{e}"
+    );
+}
+
 /// A certificate whose issuer is `CN=<cn>` but signed by a key of its own.
 fn forge_issuer(cn: &str) -> String {
     let issuer_key = rcgen::KeyPair::generate().expect("key");

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use super::super::error::{KubeadmError, Refusal};
+use super::super::error::{FileProblem, KubeadmError, Refusal};
 use super::super::manifest::{
     BY_FILE, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBECONFIGS, KUBELET_CONF, P, PE,
 };
@@ -136,7 +136,25 @@ fn pod_text(
     add("pki-etcd", "/etc/kubernetes/pki/etcd", "Directory", false);
     add("certsync-targets", P, "DirectoryOrCreate", false);
     add("certsync-etcd-targets", PE, "DirectoryOrCreate", false);
-    for f in CA_FILES.iter().filter(|f| host(dir, f).is_file()) {
+    // A file mounted read-only is looked at with no link followed, a regular file or refused:
+    // the kubelet's hostPath follows a link (certsync's container may plant one in pki/ or
+    // /etc/kubernetes) into a read-only mount of whatever host file it names, and what is
+    // not mounted the container may replace.
+    let there = |f: &str| {
+        let at = |e| KubeadmError::file(&host(dir, f), e);
+        match super::super::moves::reach(dir, f) {
+            Err(FileProblem::Missing) => Ok(false),
+            Err(e) => Err(at(e)),
+            Ok(w) => w
+                .open_read()
+                .map(|_| true)
+                .map_err(|e| at(FileProblem::Read(e))),
+        }
+    };
+    for f in CA_FILES {
+        if !there(f)? {
+            continue;
+        }
         let name = f
             .trim_start_matches("/etc/kubernetes/pki/")
             .replace(['/', '.'], "-");
@@ -154,7 +172,7 @@ fn pod_text(
         add("certsync-files", KUBECONFIGS, "Directory", true);
         // The kubelet's own kubeconfigs are no business of certsync's.
         let [(conf, conf_path), (boot, boot_path)] = KUBELET_FILES;
-        if host(dir, conf_path).is_file() {
+        if there(conf_path)? {
             add(conf, conf_path, "File", true);
         }
         if bootstrap {
