@@ -3,9 +3,11 @@
 
 use std::path::Path;
 
+use super::super::error::FileProblem;
 use super::super::manifest::{
     self, BOOTSTRAP_KUBELET_CONF, CA_BUNDLE, CONFIG, ETCD_CA_BUNDLE, KUBELET_CONF, P,
 };
+use super::super::moves::reach;
 use super::super::paths::host;
 use super::super::record::State;
 
@@ -139,10 +141,7 @@ pub fn unrecorded(dir: &Path, state: &State) -> Vec<String> {
     let kubeconfigs = EMBEDDED
         .into_iter()
         .filter(|k| !state.kubeconfigs.contains_key(*k))
-        .filter(|k| {
-            !matches!(std::fs::symlink_metadata(host(dir, k)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-        })
+        .filter(|k| !matches!(reach(dir, k), Err(FileProblem::Missing)))
         .map(str::to_owned);
     let pairs = pairs(dir)
         .into_iter()
