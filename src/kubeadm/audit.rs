@@ -17,6 +17,7 @@ use std::path::Path;
 
 use cap_fs_ext::DirExt as _;
 use cap_std::fs::{Dir, Metadata, MetadataExt as _};
+use nix::libc::{S_IFMT, S_IFREG};
 
 use super::error::{FileProblem, Refusal};
 use super::manifest::BOOTSTRAP_KUBELET_CONF;
@@ -102,12 +103,12 @@ pub fn kubelet_bootstrap(
     pod: Option<&super::pod::Current>,
 ) -> Result<bool, Box<Refusal>> {
     let path = BOOTSTRAP_KUBELET_CONF;
-    let looked = std::fs::symlink_metadata(super::paths::host(dir, path));
-    if matches!(&looked, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+    let looked = super::moves::reach(dir, path);
+    if matches!(&looked, Err(FileProblem::Missing)) {
         return Ok(false);
     }
     if !adopted {
-        return Ok(looked.is_ok_and(|m| m.is_file()));
+        return Ok(looked.is_ok_and(|w| w.st.st_mode & S_IFMT == S_IFREG));
     }
     match pod.is_some_and(|p| p.mounts_read_only(path)) {
         true => Ok(true),
