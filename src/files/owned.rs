@@ -128,22 +128,14 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
     Ok(beneath::read_capped(file, path, limit)?)
 }
 
-/// A directory root writes into by name (a kubeadm node's files, the
-/// status textfile), walked and judged, itself included, as [`read_owned`]
-/// judges the way to a file: whoever could rename or re-link a directory
-/// on the way would choose where root writes.
-pub fn owned_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
-    judged_dir(path, OWNED_WAY)
-}
-
-/// [`owned_dir`] held to [`only_root_may_change`]'s rule, for a directory
-/// root replaces files in with no second look (`update-pair=`,
-/// `update-kubeconfig=`): no sticky directory or read-only mount either.
-pub fn root_only_dir(path: &Path) -> Result<cap_std::fs::Dir, OwnedError> {
-    judged_dir(path, Trust::STRICT)
-}
-
-fn judged_dir(path: &Path, trust: Trust) -> Result<cap_std::fs::Dir, OwnedError> {
+/// A directory root writes into by name, walked and judged by `trust`,
+/// itself included: whoever could rename or re-link a directory on the way
+/// would choose where root writes. [`OWNED_WAY`] (as [`read_owned`] judges
+/// the way to a file) for a kubeadm node's files and the status textfile;
+/// [`Trust::STRICT`] ([`only_root_may_change`]'s rule: no sticky directory
+/// or read-only mount either) for a directory root replaces files in with
+/// no second look (`update-pair=`, `update-kubeconfig=`).
+pub fn owned_dir(path: &Path, trust: Trust) -> Result<cap_std::fs::Dir, OwnedError> {
     let absolute = std::path::absolute(path).map_err(OwnedError::WorkingDirectory)?;
     walk_judged(&absolute, trust)?
         .dir()
@@ -166,7 +158,7 @@ fn walk_judged(path: &Path, trust: Trust) -> Result<beneath::Walked, OwnedError>
 /// others may not rename or remove root's entries) and a directory on a
 /// read-only mount (kubelet's ConfigMap and Secret volumes, their roots
 /// 0777 or 1777) count as not writable; the file is judged at each read.
-const OWNED_WAY: Trust = Trust {
+pub const OWNED_WAY: Trust = Trust {
     owners: Owners::RootOrMe,
     writable_ok: false,
     sticky_root_ok: true,

@@ -107,10 +107,10 @@ pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionPro
 
 /// The directory of a copy outside the target (`update-pair=`,
 /// `update-kubeconfig=`), opened by one walk judging each step on its
-/// descriptor ([`crate::files::root_only_dir`]); the copy is read and
+/// descriptor ([`crate::files::owned_dir`], strictly); the copy is read and
 /// replaced beneath that handle, never its path again.
 pub(super) fn copy_dir(dir: &Path) -> Result<Dir, WriterError> {
-    crate::files::root_only_dir(dir).map_err(|problem| match problem {
+    crate::files::owned_dir(dir, crate::beneath::Trust::STRICT).map_err(|problem| match problem {
         crate::files::OwnedError::Way(PathError::Io { path, source }) => WriterError::Io {
             op: "open directory",
             path,
@@ -256,9 +256,11 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
             what: "not a file path",
         });
     };
-    let dir = crate::files::owned_dir(parent).map_err(|problem| WriterError::Unowned {
-        dir: parent.to_owned(),
-        problem,
+    let dir = crate::files::owned_dir(parent, crate::files::OWNED_WAY).map_err(|problem| {
+        WriterError::Unowned {
+            dir: parent.to_owned(),
+            problem,
+        }
     })?;
     replace_beneath(&dir, name, mode, None, bytes, parent)
 }
