@@ -138,10 +138,6 @@ pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).rposition(|w| w == needle)
-}
-
 /// Go's `pem.Decode` since Go 1.25.5 / 1.24.11 (CVE-2025-61723, what
 /// kube-apiserver v1.36 runs): the first END line, then the last BEGIN
 /// line before it, so each byte is looked at a bounded number of times
@@ -162,7 +158,8 @@ fn go_decode(data: &[u8]) -> Option<((Vec<u8>, Vec<u8>), &[u8])> {
         rest = &rest[skip..];
         let end = find(rest, END)?;
         end_trailer = (end + END.len()) as isize;
-        let Some(begin) = rfind(&rest[..end], &START[1..]) else {
+        let mut begins = rest[..end].windows(START.len() - 1);
+        let Some(begin) = begins.rposition(|w| w == &START[1..]) else {
             continue;
         };
         if begin > 0 && rest[begin - 1] != b'\n' {
