@@ -309,11 +309,6 @@ pub async fn quiet(rx: &Events, window: Duration, max: Duration) {
     }
 }
 
-/// The longest a quiet window may be stretched by a busy directory.
-pub fn quiet_limit(window: Duration) -> Duration {
-    window.saturating_mul(5)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

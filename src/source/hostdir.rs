@@ -165,7 +165,7 @@ impl HostDir {
                     if waiting {
                         waiting = self.arm(&watcher, &events, &mut ancestor);
                     }
-                    dirwatch::quiet(&events, debounce, dirwatch::quiet_limit(debounce)).await
+                    dirwatch::quiet(&events, debounce, debounce.saturating_mul(5)).await
                 }
                 _ = tick.tick() => {
                     // It may have been replaced (dropping the watch) or removed.
