@@ -241,6 +241,18 @@ pub enum WriterError {
     Pin(String),
 }
 
+impl WriterError {
+    /// `problem`, said of `what` at `path` ([`WriterError::Of`]).
+    pub(super) fn of(what: &'static str, path: &Path, problem: Self) -> Self {
+        let path = path.to_owned();
+        Self::Of {
+            what,
+            path,
+            problem: Box::new(problem),
+        }
+    }
+}
+
 /// How a user's field `key` authenticates beside the embedded certificate.
 fn authenticates_by(key: &str) -> String {
     match key {

@@ -25,6 +25,8 @@ use super::revision::{FileMeta, copy_dir, read_copy, replace_beneath};
 use base64::Engine as _;
 use serde_yaml_ng::{Mapping, Value};
 
+const KUBECONFIG: &str = "update-kubeconfig";
+
 struct Opened {
     dir: Dir,
     name: String,
@@ -33,14 +35,6 @@ struct Opened {
     doc: Value,
     /// Where the current context's user is in `users`.
     user: usize,
-}
-
-fn refused(path: &Path, problem: WriterError) -> WriterError {
-    WriterError::Of {
-        what: "update-kubeconfig",
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    }
 }
 
 /// Checks that `path` is a kubeconfig certsync may keep updated, read as
@@ -72,12 +66,12 @@ pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpd
     }
     let before = user_data(&o.doc, o.user, CERT_DATA).ok().flatten();
     let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
-    let user =
-        user_fields(&mut o.doc, o.user).ok_or_else(|| refused(path, WriterError::UserVanished))?;
+    let user = user_fields(&mut o.doc, o.user)
+        .ok_or_else(|| WriterError::of(KUBECONFIG, path, WriterError::UserVanished))?;
     user.insert(CERT_DATA.into(), b64(cert));
     user.insert(KEY_DATA.into(), b64(key));
     let text = serde_yaml_ng::to_string(&o.doc)
-        .map_err(|e| refused(path, WriterError::Unwritable(e.to_string())))?;
+        .map_err(|e| WriterError::of(KUBECONFIG, path, WriterError::Unwritable(e.to_string())))?;
     write_back(&o, path, &text)?;
     Ok(CopyUpdate::Replaced { before })
 }
@@ -101,7 +95,8 @@ pub fn ca_data(text: &str, cluster: CaCluster) -> Result<Option<Vec<u8>>, Writer
 /// ([`with_ca_data`]).
 pub fn update_kubeconfig_ca(path: &Path, ca: &[u8]) -> Result<CopyUpdate, WriterError> {
     let o = open(path)?;
-    let Some(text) = with_ca_data(&o.text, CaCluster::Current, ca).map_err(|p| refused(path, p))?
+    let Some(text) = with_ca_data(&o.text, CaCluster::Current, ca)
+        .map_err(|p| WriterError::of(KUBECONFIG, path, p))?
     else {
         return Ok(CopyUpdate::Unchanged);
     };
@@ -233,7 +228,7 @@ fn open(path: &Path) -> Result<Opened, WriterError> {
             user,
         })
     };
-    opened().map_err(|p| refused(path, p))
+    opened().map_err(|p| WriterError::of(KUBECONFIG, path, p))
 }
 
 /// The index of the one entry of `list` named `name`.

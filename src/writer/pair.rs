@@ -20,14 +20,6 @@ use cap_std::fs::Dir;
 use super::error::WriterError;
 use super::revision::{copy_dir, read_copy, replace_beneath};
 
-fn refused(prefix: &Path, problem: WriterError) -> WriterError {
-    WriterError::Of {
-        what: "update-pair",
-        path: prefix.to_owned(),
-        problem: Box::new(problem),
-    }
-}
-
 /// The directory of `prefix`, opened once, the two file names, and the
 /// bytes and mode of each file (`None` when absent).
 struct Opened {
@@ -73,7 +65,7 @@ fn open(prefix: &Path) -> Result<Opened, WriterError> {
 pub fn check_pair(prefix: &Path) -> Result<(), WriterError> {
     open(prefix)
         .and_then(|o| replaceable(&o, None))
-        .map_err(|p| refused(prefix, p))
+        .map_err(|p| WriterError::of("update-pair", prefix, p))
 }
 
 /// Refuses to replace what is not a leaf pair: a CA certificate (basic
@@ -144,7 +136,7 @@ pub enum CopyUpdate {
 pub fn update_pair(prefix: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
     let mut o = open(prefix)
         .and_then(|o| replaceable(&o, Some(key)).map(|()| o))
-        .map_err(|p| refused(prefix, p))?;
+        .map_err(|p| WriterError::of("update-pair", prefix, p))?;
     let (old_cert, old_key) = (o.old_cert.take(), o.old_key.take());
     let same = |old: &Option<(Vec<u8>, u32)>, want: &[u8]| {
         old.as_ref().is_some_and(|(b, _)| b.as_slice() == want)

@@ -66,11 +66,8 @@ impl Writer {
             let revision = self.publish_locked(root, &bundle, || {})?.revision();
             return Ok(Outcome::Pinned { revision });
         }
-        Err(WriterError::Of {
-            what: "target",
-            path: self.target.clone(),
-            problem: Box::new(WriterError::PinnedContentGone),
-        })
+        let gone = WriterError::PinnedContentGone;
+        Err(WriterError::of("target", &self.target, gone))
     }
 
     /// Restores the content of history revision `to` (default: the newest)
@@ -84,11 +81,7 @@ impl Writer {
     ) -> Result<RolledBack, WriterError> {
         let root = self.root(false)?;
         let _lock = self.lock(&root)?;
-        let err = |problem| WriterError::Of {
-            what: "target",
-            path: self.target.clone(),
-            problem: Box::new(problem),
-        };
+        let err = |problem| WriterError::of("target", &self.target, problem);
         let live = self
             .live_in(&root)?
             .ok_or_else(|| err(WriterError::NoLiveRevision))?;
