@@ -26,21 +26,22 @@ pub struct RevisionInfo {
     pub content: Result<Bundle, RevisionProblem>,
 }
 
-/// `..history`, opened without following and created if missing; what
-/// else is under that name is removed first, never followed.
-pub(super) fn open_history(root: &Dir, target: &Path) -> Result<Dir, WriterError> {
-    let path = target.join(HISTORY);
-    match root.symlink_metadata(HISTORY) {
-        Ok(m) if m.is_dir() && own(m.uid(), m.mode()).is_ok() => {}
+/// `name` in `dir` (`path`), a 0700 directory opened without following:
+/// `..history`, kept if it is certsync's own, or a history entry, made
+/// `fresh`. Made where missing; what else is under that name is removed
+/// first, never followed.
+fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, WriterError> {
+    match dir.symlink_metadata(name) {
+        Ok(m) if !fresh && m.is_dir() && own(m.uid(), m.mode()).is_ok() => {}
         other => {
-            if other.is_ok() {
-                remove_any(root, HISTORY, &path)?;
+            if fresh || other.is_ok() {
+                remove_any(dir, name, path)?;
             }
-            root.create_dir_with(HISTORY, DirBuilder::new().mode(0o700))
-                .ctx("create history", &path)?;
+            dir.create_dir_with(name, DirBuilder::new().mode(0o700))
+                .ctx("create history", path)?;
         }
     }
-    root.open_dir_nofollow(HISTORY).ctx("open history", &path)
+    dir.open_dir_nofollow(name).ctx("open history", path)
 }
 
 /// `..history` if it is certsync's own ([`open_own`]; one that is not is
@@ -249,15 +250,9 @@ impl Writer {
         src_path: &Path,
         names: &[impl AsRef<str>],
     ) -> Result<PathBuf, WriterError> {
-        let history = open_history(root, &self.target)?;
+        let history = history_dir(root, HISTORY, &self.path(HISTORY), false)?;
         let dst_path = self.path(HISTORY).join(entry);
-        remove_any(&history, entry, &dst_path)?;
-        history
-            .create_dir_with(entry, DirBuilder::new().mode(0o700))
-            .ctx("create history", &dst_path)?;
-        let dst = history
-            .open_dir_nofollow(entry)
-            .ctx("open history", &dst_path)?;
+        let dst = history_dir(&history, entry, &dst_path, true)?;
         for name in names.iter().map(AsRef::as_ref) {
             src.rename(name, &dst, name)
                 .ctx("move to history", &src_path.join(name))?;
