@@ -12,6 +12,7 @@ use nix::fcntl::Flock;
 
 use super::anchor::Anchor;
 use super::error::{Ctx, WriterError};
+use crate::beneath::{Entry, Trust};
 use crate::bundle::KEY_FILE;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,20 +172,19 @@ impl Writer {
 
     /// Refuses a target directory someone other than root and certsync's
     /// user may now write: a `chmod` or `chown` after start must not make
-    /// every publish one into a directory others may plant in.
+    /// every publish one into a directory others may plant in. The one rule
+    /// ([`Trust::STRICT`]), judged on the handle opened.
     pub(super) fn only_ours(&self, dir: &Dir) -> Result<(), WriterError> {
-        let m = dir
-            .dir_metadata()
-            .ctx("stat target directory", &self.target)?;
-        let euid = nix::unistd::geteuid().as_raw();
-        if (m.uid() == 0 || m.uid() == euid) && m.mode() & 0o022 == 0 {
-            return Ok(());
-        }
-        Err(WriterError::OthersMayWrite {
-            target: self.target.clone(),
-            uid: m.uid(),
-            mode: m.mode() & 0o7777,
-        })
+        let st = nix::sys::stat::fstat(dir.as_fd()).map_err(io::Error::from);
+        let st = st.ctx("stat target directory", &self.target)?;
+        let e = Entry::of(self.target.clone(), dir.as_fd(), &st, false);
+        Trust::STRICT
+            .judge(&e)
+            .map_err(|_| WriterError::OthersMayWrite {
+                target: self.target.clone(),
+                uid: e.uid,
+                mode: e.mode,
+            })
     }
 
     pub(super) fn mode_for(&self, name: &str, bytes: &[u8]) -> u32 {
