@@ -27,16 +27,20 @@ pub struct RevisionInfo {
 }
 
 /// `name` in `dir` (`path`), a 0700 directory opened without following:
-/// `..history`, kept if it is certsync's own ([`open_own`], judged on the
-/// handle opened), or a history entry, made `fresh`. What else is under
-/// that name is removed first, never followed.
+/// `..history`, kept if it is certsync's own, or a history entry, made
+/// `fresh`. Made where missing; what else is under that name is removed
+/// first, never followed.
 fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, WriterError> {
-    if !fresh && let Ok(kept) = open_own(dir, name, path) {
-        return Ok(kept);
+    match dir.symlink_metadata(name) {
+        Ok(m) if !fresh && m.is_dir() && own(m.uid(), m.mode()).is_ok() => {}
+        other => {
+            if fresh || other.is_ok() {
+                remove_any(dir, name, path)?;
+            }
+            dir.create_dir_with(name, DirBuilder::new().mode(0o700))
+                .ctx("create history", path)?;
+        }
     }
-    remove_any(dir, name, path)?;
-    dir.create_dir_with(name, DirBuilder::new().mode(0o700))
-        .ctx("create history", path)?;
     dir.open_dir_nofollow(name).ctx("open history", path)
 }
 
