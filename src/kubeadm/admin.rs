@@ -25,77 +25,52 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> 
         of,
         name: crate::escape(name).into_owned(),
     };
-    let context = kc
-        .current_context
-        .as_ref()
+    let context = (kc.current_context.as_ref())
         .and_then(|name| kc.contexts.iter().find(|c| &c.name == name))
         .and_then(|c| c.context.as_ref())
         .ok_or(FileProblem::NoContext)?;
-    let named_cluster = kc
-        .clusters
-        .iter()
-        .find(|c| c.name == context.cluster)
-        .ok_or_else(|| missing("cluster", &context.cluster))?;
+    let cluster = (kc.clusters.iter()).find(|c| c.name == context.cluster);
+    let cluster = cluster.ok_or_else(|| missing("cluster", &context.cluster))?;
     let user_name = context.user.clone().unwrap_or_default();
-    let named_user = kc
-        .auth_infos
-        .iter()
-        .find(|u| u.name == user_name)
-        .ok_or_else(|| missing("user", &user_name))?;
-    let cluster = named_cluster
-        .cluster
-        .as_ref()
-        .ok_or(FileProblem::Empty("cluster"))?;
-    let user = named_user
-        .auth_info
-        .as_ref()
-        .ok_or(FileProblem::Empty("user"))?;
+    let user = (kc.auth_infos.iter()).find(|u| u.name == user_name);
+    let user = user.ok_or_else(|| missing("user", &user_name))?;
+    let c = (cluster.cluster.as_ref()).ok_or(FileProblem::Empty("cluster"))?;
+    let u = (user.auth_info.as_ref()).ok_or(FileProblem::Empty("user"))?;
     let cluster_fields = [
-        (
-            "certificate-authority",
-            cluster.certificate_authority.is_some(),
-        ),
+        ("certificate-authority", c.certificate_authority.is_some()),
         (
             "insecure-skip-tls-verify",
-            cluster.insecure_skip_tls_verify.is_some(),
+            c.insecure_skip_tls_verify.is_some(),
         ),
-        ("proxy-url", cluster.proxy_url.is_some()),
-        ("disable-compression", cluster.disable_compression.is_some()),
-        ("tls-server-name", cluster.tls_server_name.is_some()),
-        ("extensions", cluster.extensions.is_some()),
+        ("proxy-url", c.proxy_url.is_some()),
+        ("disable-compression", c.disable_compression.is_some()),
+        ("tls-server-name", c.tls_server_name.is_some()),
+        ("extensions", c.extensions.is_some()),
     ];
     let user_fields = [
-        ("token", user.token.is_some()),
-        ("tokenFile", user.token_file.is_some()),
-        ("username", user.username.is_some()),
-        ("password", user.password.is_some()),
-        ("client-certificate", user.client_certificate.is_some()),
-        ("client-key", user.client_key.is_some()),
-        ("exec (a credential plugin)", user.exec.is_some()),
+        ("token", u.token.is_some()),
+        ("tokenFile", u.token_file.is_some()),
+        ("username", u.username.is_some()),
+        ("password", u.password.is_some()),
+        ("client-certificate", u.client_certificate.is_some()),
+        ("client-key", u.client_key.is_some()),
+        ("exec (a credential plugin)", u.exec.is_some()),
         (
             "auth-provider (a credential plugin)",
-            user.auth_provider.is_some(),
+            u.auth_provider.is_some(),
         ),
-        ("as (impersonation)", user.impersonate.is_some()),
-        ("as-uid (impersonation)", user.impersonate_uid.is_some()),
-        (
-            "as-groups (impersonation)",
-            user.impersonate_groups.is_some(),
-        ),
+        ("as (impersonation)", u.impersonate.is_some()),
+        ("as-uid (impersonation)", u.impersonate_uid.is_some()),
+        ("as-groups (impersonation)", u.impersonate_groups.is_some()),
         (
             "as-user-extra (impersonation)",
-            user.impersonate_user_extra.is_some(),
+            u.impersonate_user_extra.is_some(),
         ),
-        ("extensions", user.extensions.is_some()),
+        ("extensions", u.extensions.is_some()),
     ];
-    only_kubeadms(
-        "cluster",
-        &named_cluster.name,
-        &cluster_fields,
-        &cluster.other,
-    )?;
-    only_kubeadms("user", &named_user.name, &user_fields, &user.other)?;
-    Ok((cluster, user))
+    only_kubeadms("cluster", &cluster.name, &cluster_fields, &c.other)?;
+    only_kubeadms("user", &user.name, &user_fields, &u.other)?;
+    Ok((c, u))
 }
 
 /// Refuses `of` `name` for its first field set of `fields`, else for its
