@@ -161,7 +161,7 @@ impl Status {
     }
 
     fn adopted_text(&self, s: &mut String) {
-        let since = self.adopted_since.as_deref().unwrap_or("unknown");
+        let since = or_unknown(&self.adopted_since);
         let backups = self.backups.join(", ");
         let _ = writeln!(s, "adopted: yes, since {since} (backups: {backups})");
         let p = &self.pod;
