@@ -331,13 +331,6 @@ impl Manifest {
         insert_sorted(self.mounts(), yaml(mount), &v.name);
         true
     }
-
-    pub fn remove_volume(&mut self, name: &str) -> bool {
-        let before = self.volumes().len();
-        self.volumes().retain(|v| v["name"] != name);
-        self.mounts().retain(|v| v["name"] != name);
-        self.volumes().len() != before
-    }
 }
 
 /// No merge key (`<<`) and no tagged key anywhere: Kubernetes' YAML reader resolves them,
@@ -433,7 +426,9 @@ pub fn unadopt(c: &Component, m: &mut Manifest) -> bool {
     }
     for v in &c.volumes {
         if m.volume(&v.name) == Some((v.path.clone(), v.kind.to_owned())) {
-            changed |= m.remove_volume(&v.name);
+            m.volumes().retain(|x| x["name"] != v.name.as_str());
+            m.mounts().retain(|x| x["name"] != v.name.as_str());
+            changed = true;
         }
     }
     changed |= m.remove_annotation(TRUST_ANNOTATION);
