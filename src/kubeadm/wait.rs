@@ -360,7 +360,7 @@ pub async fn api_server_back(
     let back = async {
         let m = Manifest::read(manifest).ok();
         let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
-        let (Some(ip), Some(cert)) = (flag("advertise-address"), flag(TLS_CERT_FILE)) else {
+        let (Some(ip), Some(cert)) = (flag("advertise-address"), serving_cert(manifest)) else {
             return Err(Seen::NoAddress {
                 manifest: manifest_path.to_owned(),
             });
@@ -414,11 +414,9 @@ pub async fn api_server_back(
     ))
 }
 
-const TLS_CERT_FILE: &str = "tls-cert-file";
-
 /// The certificate an API server manifest serves (`--tls-cert-file`).
 pub fn serving_cert(manifest: &[u8]) -> Option<String> {
-    Manifest::read(manifest).ok()?.flag(TLS_CERT_FILE)
+    Manifest::read(manifest).ok()?.flag("tls-cert-file")
 }
 
 /// Whether `check`'s address serves the certificate at node path `cert`
