@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use certsync::{pem, validate};
 use support::certs::Pair;
+use support::fill;
 
 const SIZES: [usize; 3] = [64 << 10, 256 << 10, 1 << 20];
 /// A linear parser doing different work on the two inputs stays within a
@@ -29,15 +30,6 @@ fn sink<T>(t: T) {
 
 /// A named maker of hostile input of a given size.
 type Shape<'a> = (&'a str, &'a dyn Fn(usize) -> Vec<u8>);
-
-/// `unit` repeated to `size` bytes, after `head`.
-fn fill(head: &[u8], unit: &[u8], size: usize) -> Vec<u8> {
-    let mut v = head.to_vec();
-    while v.len() + unit.len() <= size {
-        v.extend_from_slice(unit);
-    }
-    v
-}
 
 /// The fastest of a few runs: the least disturbed by other load.
 fn time(f: &dyn Fn(&[u8]), input: &[u8]) -> Duration {

@@ -8,15 +8,6 @@ mod support;
 
 use support::certs::Pair;
 
-/// `unit` repeated to `size` bytes, after `head`.
-fn fill(head: &[u8], unit: &[u8], size: usize) -> Vec<u8> {
-    let mut v = head.to_vec();
-    while v.len() + unit.len() <= size {
-        v.extend_from_slice(unit);
-    }
-    v
-}
-
 /// Linear parsing through the binary: sources holding the shape that
 /// was quadratic (one certificate, then BEGIN lines and a single END, up to
 /// the 1 MiB bundle cap), more of them than the runtime has worker threads,

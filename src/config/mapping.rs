@@ -330,6 +330,20 @@ impl Source {
     }
 }
 
+/// [`check_dns`] of a name that goes into an API path, refused naming
+/// `at`, the flag or variable that gave it.
+pub(crate) fn api_name(
+    at: &'static str,
+    what: &'static str,
+    s: &str,
+    max: usize,
+) -> Result<(), ConfigError> {
+    check_dns(what, s, max).map_err(|e| ConfigError::NotAName {
+        at,
+        source: Box::new(e),
+    })
+}
+
 /// Checks a Kubernetes namespace (`IsDNS1123Label`) or object name
 /// (`IsDNS1123Subdomain`): no object is named otherwise, so every request
 /// about it would be answered 404; `what` other than "name" takes no dot.

@@ -73,12 +73,6 @@ impl ApproveArgs {
         &self,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<crate::approve::ApproverConfig, ConfigError> {
-        let named = |at, what, value: &str, max| {
-            mapping::check_dns(what, value, max).map_err(|e| ConfigError::NotAName {
-                at,
-                source: Box::new(e),
-            })
-        };
         // Without a flag or POD_NAMESPACE, the client configuration's
         // namespace (context or service account), known once it is loaded.
         let namespace = match &self.lease_namespace {
@@ -92,9 +86,9 @@ impl ApproveArgs {
         let lease = match self.lease_name.is_empty() {
             true => None,
             false => {
-                named("--lease-name", "name", &self.lease_name, 253)?;
+                mapping::api_name("--lease-name", "name", &self.lease_name, 253)?;
                 if let Some((at, ns)) = &namespace {
-                    named(at, "namespace", ns, 63)?;
+                    mapping::api_name(at, "namespace", ns, 63)?;
                 }
                 Some(crate::approve::LeaseSettings {
                     name: self.lease_name.clone(),

@@ -35,14 +35,8 @@ pub(super) fn events_pod(
     let (name, namespace) = (read("POD_NAME"), read("POD_NAMESPACE"));
     match (name, namespace) {
         (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
-            let named = |at, what, value, max| {
-                super::mapping::check_dns(what, value, max).map_err(|e| ConfigError::NotAName {
-                    at,
-                    source: Box::new(e),
-                })
-            };
-            named("--events: POD_NAME", "name", &name, 253)?;
-            named("--events: POD_NAMESPACE", "namespace", &namespace, 63)?;
+            super::mapping::api_name("--events: POD_NAME", "name", &name, 253)?;
+            super::mapping::api_name("--events: POD_NAMESPACE", "namespace", &namespace, 63)?;
             Ok(Some(PodRef { namespace, name }))
         }
         // Only dir: mappings: no Events for them (said at start).

@@ -851,3 +851,13 @@ pub fn trust_bundle(
     }))
     .unwrap()
 }
+
+/// `unit` repeated to `size` bytes, after `head`: a hostile input of a
+/// given size (`tests/linear.rs`, `benches/linear.rs`).
+pub fn fill(head: &[u8], unit: &[u8], size: usize) -> Vec<u8> {
+    let mut v = head.to_vec();
+    while v.len() + unit.len() <= size {
+        v.extend_from_slice(unit);
+    }
+    v
+}
