@@ -892,7 +892,8 @@ async fn forty_watches_share_one_http2_connection() {
     assert_eq!(
         tcp_connections(pid, &remotes),
         1,
-        "one connection for 40 watches"
+        "one connection for 40 watches; certsync's log:\n{}",
+        cs.log()
     );
     // A rotation among them still arrives over it.
     let p = Pair::new("h2-rotated");
