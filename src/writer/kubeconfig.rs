@@ -58,13 +58,11 @@ pub fn embedded_pair(text: &str) -> Result<(Vec<u8>, Option<Vec<u8>>), WriterErr
 /// Makes the current context's user of `path` carry `cert` and `key`.
 pub fn update_kubeconfig(path: &Path, cert: &[u8], key: &[u8]) -> Result<CopyUpdate, WriterError> {
     let mut o = open(path)?;
-    let same = |field, want: &[u8]| {
-        user_data(&o.doc, o.user, field).is_ok_and(|d| d.as_deref() == Some(want))
-    };
-    if same(CERT_DATA, cert) && same(KEY_DATA, key) {
+    let held = |field| user_data(&o.doc, o.user, field).ok().flatten();
+    let before = held(CERT_DATA);
+    if before.as_deref() == Some(cert) && held(KEY_DATA).as_deref() == Some(key) {
         return Ok(CopyUpdate::Unchanged);
     }
-    let before = user_data(&o.doc, o.user, CERT_DATA).ok().flatten();
     let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
     let user = user_fields(&mut o.doc, o.user)
         .ok_or_else(|| WriterError::of(KUBECONFIG, path, WriterError::UserVanished))?;
