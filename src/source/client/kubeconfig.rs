@@ -68,19 +68,19 @@ pub(super) fn read_kubeconfigs(
 /// start. Relative names are resolved against `dir`, the kubeconfig's.
 fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), ClientError> {
     use base64::Engine as _;
-    let named = |p: &str, problem| ClientError::Named {
-        path: p.into(),
-        problem,
-    };
     let beside = |p: &str| dir.join(p).to_string_lossy().into_owned();
+    let check = |p: &str| {
+        crate::files::read_steering(std::path::Path::new(p), KUBECONFIG_LIMIT).map_err(|problem| {
+            ClientError::Named {
+                path: p.into(),
+                problem,
+            }
+        })
+    };
     let read = |path: &Option<String>| -> Result<Option<String>, ClientError> {
+        let encode = |b: Vec<u8>| base64::engine::general_purpose::STANDARD.encode(b);
         path.as_deref()
-            .map(|p| {
-                let p = beside(p);
-                crate::files::read_steering(std::path::Path::new(&p), KUBECONFIG_LIMIT)
-                    .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
-                    .map_err(|e| named(&p, e))
-            })
+            .map(|p| check(&beside(p)).map(encode))
             .transpose()
     };
     for cluster in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
@@ -104,8 +104,7 @@ fn inline_files(kc: &mut Kubeconfig, dir: &std::path::Path) -> Result<(), Client
         user.client_key = None;
         if let Some(token_file) = user.token_file.as_mut() {
             *token_file = beside(token_file);
-            crate::files::read_steering(std::path::Path::new(token_file), KUBECONFIG_LIMIT)
-                .map_err(|e| named(token_file, e))?;
+            check(token_file)?;
         }
         if let Some(exec) = user.exec.as_mut()
             && let Some(command) = exec.command.as_mut()
@@ -175,21 +174,18 @@ fn root_may_run(command: &str, path: &str) -> Result<String, ClientError> {
 pub fn client_cert_kubeconfig(config: &kube::Config, cert: &str, key: &str) -> String {
     use base64::Engine as _;
     let mut cluster = serde_json::json!({ "server": config.cluster_url.to_string() });
-    if let Some(roots) = config
-        .root_cert
-        .as_ref()
-        .filter(|_| config.root_cert_file.is_none())
-    {
-        let pem: String = roots
-            .iter()
-            .map(|der| crate::pem::encode("CERTIFICATE", der))
-            .collect();
-        cluster["certificate-authority-data"] =
-            base64::engine::general_purpose::STANDARD.encode(pem).into();
-    }
-    // A CA file (the pod's service-account CA, which rotates) by path.
-    if let Some(file) = &config.root_cert_file {
-        cluster["certificate-authority"] = file.display().to_string().into();
+    match (&config.root_cert_file, &config.root_cert) {
+        // A CA file (the pod's service-account CA, which rotates) by path.
+        (Some(file), _) => cluster["certificate-authority"] = file.display().to_string().into(),
+        (None, Some(roots)) => {
+            let pem: String = roots
+                .iter()
+                .map(|d| crate::pem::encode("CERTIFICATE", d))
+                .collect();
+            let data = base64::engine::general_purpose::STANDARD.encode(pem);
+            cluster["certificate-authority-data"] = data.into();
+        }
+        (None, None) => {}
     }
     if let Some(name) = &config.tls_server_name {
         cluster["tls-server-name"] = name.clone().into();
