@@ -107,10 +107,8 @@ pub enum WriterError {
     NotKubeconfig(String),
     #[error("is not a YAML mapping")]
     NotMapping,
-    #[error("has no current-context")]
+    #[error("has no current-context, so no user or cluster is the one meant")]
     NoCurrentContext,
-    #[error("has no current-context, so no user is the one to update")]
-    NoUserToUpdate,
     #[error("context {context:?} names no {what}")]
     ContextNamesNo { context: String, what: &'static str },
     #[error("has no {0}")]

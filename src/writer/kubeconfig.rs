@@ -262,10 +262,7 @@ fn current_user(doc: &Value) -> Result<usize, WriterError> {
     if !doc.is_mapping() {
         return Err(WriterError::NotMapping);
     }
-    let (context, user_name) = current(doc, "user").map_err(|e| match e {
-        WriterError::NoCurrentContext => WriterError::NoUserToUpdate,
-        e => e,
-    })?;
+    let (context, user_name) = current(doc, "user")?;
     let u = named(doc, "users", user_name).map_err(|e| WriterError::OfUser {
         user: user_name.into(),
         context: context.into(),

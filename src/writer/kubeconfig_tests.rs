@@ -258,7 +258,7 @@ fn refused_a_directory_others_may_write_or_an_ancestor_they_could_recreate() {
 #[test]
 fn refused_without_a_current_context() {
     let e = refusal_of(&ADMIN_CONF.replace("current-context: kubernetes-admin@kubernetes\n", ""));
-    assert!(matches!(e, WriterError::NoUserToUpdate), "{e}");
+    assert!(matches!(e, WriterError::NoCurrentContext), "{e}");
 }
 
 #[test]
