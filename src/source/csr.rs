@@ -37,7 +37,9 @@ mod tests;
 mod wait;
 
 pub use request::{San, Sign, generate_name, pkcs10};
-pub(crate) use request::{new_request, san_extension, signature_algorithm, subject};
+pub(crate) use request::{
+    der_err, extension, new_request, oid, san_extension, signature_algorithm, subject,
+};
 
 pub(crate) mod renewal;
 pub(crate) mod renewing;

@@ -16,22 +16,19 @@ use x509_cert::ext::pkix::{
 };
 use x509_cert::name::Name;
 use x509_cert::serial_number::SerialNumber;
-use x509_cert::spki::{ObjectIdentifier, SubjectPublicKeyInfoOwned};
+use x509_cert::spki::SubjectPublicKeyInfoOwned;
 use x509_cert::time::{Time, Validity};
 
 use super::material::{CaKey, Wanted};
 use crate::source::csr::{
-    CsrError, Window, leaf_usages, san_extension, signature_algorithm, subject,
+    CsrError, Window, der_err, extension, leaf_usages, oid, san_extension, signature_algorithm,
+    subject,
 };
 use crate::source::error::ca::CaError;
 use crate::source::usage::split;
 
 pub(super) fn der(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CaError {
-    move |error| CaError::Csr(Box::new(CsrError::Der { what, error }))
-}
-
-fn oid(oid: &'static str) -> Result<ObjectIdentifier, CaError> {
-    ObjectIdentifier::new(oid).map_err(|error| CaError::Csr(Box::new(CsrError::Oid { oid, error })))
+    move |error| CaError::csr(der_err(what)(error))
 }
 
 /// A time as RFC 5280 wants it: UTCTime through 2049, GeneralizedTime after.
@@ -43,16 +40,6 @@ pub(super) fn time(secs: i64) -> Result<Time, CaError> {
             .map(Time::GeneralTime)
             .map_err(der("validity")),
     }
-}
-
-fn extension(id: &'static str, critical: bool, value: &impl Encode) -> Result<Extension, CaError> {
-    let err = |error| CaError::ExtensionEncoding { oid: id, error };
-    let der = value.to_der().map_err(err)?;
-    Ok(Extension {
-        extn_id: oid(id)?,
-        critical,
-        extn_value: OctetString::new(der).map_err(err)?,
-    })
 }
 
 /// A random serial: `N` bytes from the OS generator, the top bit cleared
@@ -85,7 +72,7 @@ pub(super) fn certificate(
     };
     let spki = SubjectPublicKeyInfoOwned::from_der(&key.subject_public_key_info())
         .map_err(der("public key"))?;
-    let extensions = extensions(w, &spki, subject.0.is_empty())?;
+    let extensions = extensions(w, &spki, subject.0.is_empty()).map_err(CaError::csr)?;
     let algorithm = signature_algorithm(w.ca.alg).map_err(CaError::csr)?;
     let tbs = TbsCertificate {
         version: x509_cert::certificate::Version::V3,
@@ -124,12 +111,12 @@ fn extensions(
     w: &Wanted,
     spki: &SubjectPublicKeyInfoOwned,
     empty_subject: bool,
-) -> Result<Vec<Extension>, CaError> {
-    let (ku, eku) = split(&w.want.usages).map_err(|u| CaError::csr(CsrError::UnknownUsage(u)))?;
+) -> Result<Vec<Extension>, CsrError> {
+    let (ku, eku) = split(&w.want.usages).map_err(CsrError::UnknownUsage)?;
     let eku = eku.into_iter().map(oid).collect::<Result<Vec<_>, _>>()?;
     let mut extensions = Vec::new();
     if ku != 0 {
-        let flags = FlagSet::<KeyUsages>::new(ku).map_err(CaError::KeyUsageBits)?;
+        let flags = FlagSet::<KeyUsages>::new(ku).map_err(CsrError::KeyUsageBits)?;
         extensions.push(extension("2.5.29.15", true, &KeyUsage(flags))?);
     }
     if !eku.is_empty() {
@@ -143,17 +130,17 @@ fn extensions(
     // RFC 5280 4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits.
     let bits = spki.subject_public_key.raw_bytes();
     let ski = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, bits);
-    let ski = OctetString::new(ski.as_ref()).map_err(der("SKI"))?;
+    let ski = OctetString::new(ski.as_ref()).map_err(der_err("SKI"))?;
     extensions.push(extension("2.5.29.14", false, &SubjectKeyIdentifier(ski))?);
     if let Some(id) = &w.ca.ski {
         let aki = AuthorityKeyIdentifier {
-            key_identifier: Some(OctetString::new(id.clone()).map_err(der("AKI"))?),
+            key_identifier: Some(OctetString::new(id.clone()).map_err(der_err("AKI"))?),
             authority_cert_issuer: None,
             authority_cert_serial_number: None,
         };
         extensions.push(extension("2.5.29.35", false, &aki)?);
     }
-    if let Some(san) = san_extension(&w.sans, empty_subject).map_err(CaError::csr)? {
+    if let Some(san) = san_extension(&w.sans, empty_subject)? {
         extensions.push(san);
     }
     Ok(extensions)

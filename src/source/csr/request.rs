@@ -85,8 +85,28 @@ pub enum San {
     Ip(IpAddr),
 }
 
-fn der_err(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CsrError {
+pub(crate) fn der_err(what: &'static str) -> impl Fn(x509_cert::der::Error) -> CsrError {
     move |error| CsrError::Der { what, error }
+}
+
+pub(crate) fn oid(oid: &'static str) -> Result<x509_cert::spki::ObjectIdentifier, CsrError> {
+    x509_cert::spki::ObjectIdentifier::new(oid).map_err(|error| CsrError::Oid { oid, error })
+}
+
+/// The extension `id` holding `value`, DER-encoded: the request's SANs and
+/// every extension of a certificate the `ca:` source issues.
+pub(crate) fn extension(
+    id: &'static str,
+    critical: bool,
+    value: &impl x509_cert::der::Encode,
+) -> Result<x509_cert::ext::Extension, CsrError> {
+    let err = der_err(id);
+    let der = value.to_der().map_err(&err)?;
+    Ok(x509_cert::ext::Extension {
+        extn_id: oid(id)?,
+        critical,
+        extn_value: x509_cert::der::asn1::OctetString::new(der).map_err(err)?,
+    })
 }
 
 /// The subject `spec` asks for: O=… (each organization its own RDN, as
@@ -122,12 +142,9 @@ pub(crate) fn san_extension(
     names: &[San],
     subject_empty: bool,
 ) -> Result<Option<x509_cert::ext::Extension>, CsrError> {
-    use x509_cert::der::Encode;
     use x509_cert::der::asn1::{Ia5String, OctetString};
     use x509_cert::ext::pkix::SubjectAltName;
     use x509_cert::ext::pkix::name::GeneralName;
-    use x509_cert::spki::ObjectIdentifier;
-    const SAN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
     if names.is_empty() {
         return Ok(None);
     }
@@ -144,12 +161,7 @@ pub(crate) fn san_extension(
             }
         });
     }
-    let e = der_err("subjectAltName");
-    Ok(Some(x509_cert::ext::Extension {
-        extn_id: SAN,
-        critical: subject_empty,
-        extn_value: OctetString::new(SubjectAltName(general).to_der().map_err(&e)?).map_err(&e)?,
-    }))
+    extension("2.5.29.17", subject_empty, &SubjectAltName(general)).map(Some)
 }
 
 /// The signature algorithm a key of `alg` signs with through ring.
@@ -157,15 +169,15 @@ pub(crate) fn signature_algorithm(
     alg: KeyAlg,
 ) -> Result<x509_cert::spki::AlgorithmIdentifierOwned, CsrError> {
     use x509_cert::der::asn1::Any;
-    use x509_cert::spki::{AlgorithmIdentifierOwned, ObjectIdentifier};
-    let (oid, null_params) = match alg {
+    use x509_cert::spki::AlgorithmIdentifierOwned;
+    let (id, null_params) = match alg {
         KeyAlg::EcdsaP256 => ("1.2.840.10045.4.3.2", false),
         KeyAlg::EcdsaP384 => ("1.2.840.10045.4.3.3", false),
         KeyAlg::Ed25519 => ("1.3.101.112", false),
         KeyAlg::Rsa(_) => ("1.2.840.113549.1.1.11", true),
     };
     Ok(AlgorithmIdentifierOwned {
-        oid: ObjectIdentifier::new(oid).map_err(|error| CsrError::Oid { oid, error })?,
+        oid: oid(id)?,
         parameters: null_params.then(Any::null),
     })
 }

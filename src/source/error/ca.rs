@@ -72,16 +72,9 @@ pub enum CaError {
     #[error("lifetime changed: live {}, wanted {}", show(*.live), show(*.wanted))]
     LifetimeOther { live: Duration, wanted: Duration },
 
-    // Why a certificate cannot be made: each names the part.
-    #[error("extension {oid}: {error}")]
-    ExtensionEncoding {
-        oid: &'static str,
-        error: x509_cert::der::Error,
-    },
+    // Why a certificate cannot be made (the other parts: `CsrError::Der`).
     #[error("the OS random generator failed")]
     Random,
-    #[error("key usage: {0}")]
-    KeyUsageBits(x509_cert::der::flagset::InvalidBits),
 
     // What is wrong with the CA certificate, key or template (the wrapping
     // variant names the path).

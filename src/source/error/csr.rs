@@ -94,6 +94,8 @@ pub enum CsrError {
     },
     #[error("signing: {0}")]
     Signing(#[source] rcgen::Error),
+    #[error("key usage: {0}")]
+    KeyUsageBits(x509_cert::der::flagset::InvalidBits),
 
     // Why a signer's answer (or the live pair) is not what the mapping asks
     // for. Values the signer chose are shown with `{:?}` (escaped).
@@ -158,7 +160,7 @@ impl CsrError {
     /// A short, fixed label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::KeyGen { .. } | Self::Request(_) => "request",
+            Self::KeyGen { .. } | Self::Request(_) | Self::KeyUsageBits(_) => "request",
             Self::Api(_) | Self::ApiTimeout { .. } | Self::WatchEnded { .. } | Self::Client(_) => {
                 "api"
             }
