@@ -155,13 +155,10 @@ pub(super) async fn read_once(
             };
         }
         Made::Kube(source) => {
-            let client = client.clone()?;
-            return source.get(client).await.map_err(|e| Arc::new(e.into()));
+            let got = source.get(client.clone()?).await;
+            return Ok(got.map_err(SourceError::from)?);
         }
-        Made::TrustBundles(source) => {
-            let client = client.clone()?;
-            return source.get(client).await.map_err(Arc::new);
-        }
+        Made::TrustBundles(source) => return Ok(source.get(client.clone()?).await?),
         Made::Csr(source) => {
             if source.spec.bootstrap.is_none() {
                 client.clone()?;
