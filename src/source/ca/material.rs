@@ -1,6 +1,6 @@
 //! What a `ca:` issuance reads: the CA certificate, key and template.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -96,16 +96,16 @@ fn ca_trust(allow_loose: bool) -> Trust {
 fn open_owned(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), CaError> {
     let file = beneath::open_file(path, Links::Follow).map_err(CaError::Read)?;
     let meta = file.metadata().map_err(CaError::Io)?;
-    if ca_trust(true)
-        .faults(&Entry::from_metadata(Path::new(""), &meta))
-        .owner
-    {
-        return Err(CaError::Owner {
-            uid: meta.uid(),
-            euid: nix::unistd::geteuid().as_raw(),
-        });
+    if let Some((uid, euid)) = other_owner(&Entry::from_metadata(Path::new(""), &meta)) {
+        return Err(CaError::Owner { uid, euid });
     }
     Ok((file, meta))
+}
+
+/// The owner's uid and certsync's, if [`ca_trust`] refuses the owner of
+/// `entry` (a CA file, or a directory on the way to the key).
+fn other_owner(entry: &Entry) -> Option<(u32, u32)> {
+    (ca_trust(true).faults(entry).owner).then(|| (entry.uid, nix::unistd::geteuid().as_raw()))
 }
 
 /// The CA key's directories (as named, and where a link leads), judged by
@@ -129,12 +129,8 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), CaError> {
         let entry = beneath::walk(Start::Path, &dir, Links::Follow, &mut |_| Ok(()))
             .and_then(|w| Entry::held(&dir, std::os::fd::AsFd::as_fd(&w.fd)))
             .map_err(CaError::Directory)?;
-        if ca_trust(true).faults(&entry).owner {
-            return Err(CaError::DirectoryOwner {
-                dir,
-                uid: entry.uid,
-                euid: nix::unistd::geteuid().as_raw(),
-            });
+        if let Some((uid, euid)) = other_owner(&entry) {
+            return Err(CaError::DirectoryOwner { dir, uid, euid });
         }
         if ca_trust(allow_loose).judge(&entry).is_err() {
             let mode = entry.mode;
