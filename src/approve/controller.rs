@@ -63,10 +63,8 @@ pub async fn run(
     else {
         return Ok(());
     };
-    if let Some(lease) = config.lease.as_mut()
-        && lease.namespace.is_none()
-    {
-        lease.namespace = implied;
+    if let Some(lease) = config.lease.as_mut() {
+        lease.imply(implied)?;
     }
     if config.policy.any_node_address {
         tracing::warn!(

@@ -44,6 +44,13 @@ pub enum ApproveError {
          API server's --service-cluster-ip-range"
     )]
     NoServiceRange,
+    /// The client configuration's namespace (its context's, or the
+    /// pod's), which would be a segment of every Lease request's path.
+    #[error(
+        "leader election: the namespace {namespace:?} of the client configuration's context is not \
+         a Kubernetes namespace (lower-case DNS-1123 label): give --lease-namespace"
+    )]
+    ImpliedNamespace { namespace: String },
     #[error("leader election (lease {lease}): {source}")]
     Lease {
         lease: String,

@@ -101,6 +101,11 @@ pub(crate) fn dns1123_subdomain(s: &str) -> bool {
         })
 }
 
+/// `validation.IsDNS1123Label` (a namespace's rule): one label of at most 63.
+pub(crate) fn dns1123_label(s: &str) -> bool {
+    s.len() <= 63 && !s.contains('.') && dns1123_subdomain(s)
+}
+
 /// An IP address as kubeadm reads certSANs and controlPlaneEndpoint
 /// (`k8s.io/utils/net.ParseIPSloppy`, Go's `net.ParseIP` before 1.17): an
 /// IPv4 octet is any run of decimal digits worth at most 255, leading
