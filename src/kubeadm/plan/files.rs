@@ -224,18 +224,16 @@ pub(super) fn certsyncs_files(
         // adopt's backup, as admin.conf's is; else the container would choose where the
         // controller-manager and scheduler connect, and root would write it.
         let live = format!("/etc/kubernetes/{file_name}");
-        let server = match recorded.and_then(|s| s.kubeconfigs.get(&live)) {
-            Some(backup) => {
-                let (at, text) = read_backup_text(dir, backup, &live)?;
-                node::server(&at, &text)?
-            }
+        let (at, text) = match recorded.and_then(|s| s.kubeconfigs.get(&live)) {
+            Some(backup) => read_backup_text(dir, backup, &live)?,
             // Never the live file on an adopted node, even one whose record predates it.
             None if adopted => {
                 let missing = vec![live];
                 return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
             }
-            None => node::server(&host(dir, &live), &node::read(dir, &live)?)?,
+            None => (host(dir, &live), node::read(dir, &live)?),
         };
+        let server = node::server(&at, &text)?;
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;
         let what = format!("{user}'s kubeconfig (client certificate by file)");
         let path = format!("{KUBECONFIGS}/{file_name}");
