@@ -105,10 +105,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let probed = current.as_ref().and_then(|c| c.probe.as_ref().ok());
     let adopts_record = State::read(&opts.dir)?;
     let state = adopts_record.as_ref().map(|(_, s)| s);
-    let recorded = (
-        state.and_then(|s| s.admin_addr),
-        state.and_then(|s| s.image.as_deref()),
-    );
+    let recorded = state.map_or((None, None), |s| (s.admin_addr, s.image.as_deref()));
     let (opts, choices) = super::choices::kept(opts, probed, recorded);
     let opts = &opts;
     let dir = &opts.dir;
