@@ -20,17 +20,14 @@ pub const CLIENT_GO_REREAD: Duration = Duration::from_secs(300);
 /// notAfter's whole seconds, and a renewal timer firing late on a loaded node.
 pub const REREAD_MARGIN: Duration = Duration::from_secs(60);
 
-/// certsync's configuration with its paths moved below `dir` when that is elsewhere.
-fn local(dir: &Path, text: &str) -> String {
-    if dir == Path::new(KUBEADM_DIR) {
-        return text.to_owned();
-    }
-    text.replace(&format!("{KUBEADM_DIR}/"), &format!("{}/", dir.display()))
-}
-
-/// `text` loaded by the code `certsync run` runs on the node (not read: not written yet).
+/// `text` loaded by the code `certsync run` runs on the node (not read: not written yet),
+/// its paths moved below `dir` when that is elsewhere.
 pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
-    crate::config::load_once(&host(dir, CONFIG), &local(dir, text))
+    let local = match dir == Path::new(KUBEADM_DIR) {
+        true => text.to_owned(),
+        false => text.replace(&format!("{KUBEADM_DIR}/"), &format!("{}/", dir.display())),
+    };
+    crate::config::load_once(&host(dir, CONFIG), &local)
 }
 
 pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
