@@ -97,12 +97,6 @@ const CLIENTS: [(&str, &str, Option<&str>); 4] = [
     ),
 ];
 
-/// A client's mapping, named after its kubeconfig.
-fn client_name(kubeconfig: &str) -> String {
-    let file = kubeconfig.trim_start_matches("/etc/kubernetes/");
-    format!("{}-client", file.trim_end_matches(".conf"))
-}
-
 /// Every certificate `kubeadm certs renew all` renews that the node at `dir` has: a client
 /// when its kubeconfig is there or adopt's record (`recorded`) names it. certsync's
 /// container may delete a kubeconfig, never drop a client's mapping (a component would
@@ -122,7 +116,8 @@ pub(super) fn certs(dir: &Path, recorded: Option<&State>) -> Vec<Cert> {
                 || recorded.is_some_and(|s| s.kubeconfigs.contains_key(*kubeconfig))
         })
         .map(|(kubeconfig, cn, o)| {
-            let name = client_name(kubeconfig);
+            let file = kubeconfig.trim_start_matches("/etc/kubernetes/");
+            let name = format!("{}-client", file.trim_end_matches(".conf"));
             Cert {
                 target: format!("{P}/{name}"),
                 name,
