@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
+use nix::libc::{ELOOP, ENOENT, ENOTDIR};
 
 use super::error::{Ctx, WriterError};
 use super::layout::{DATA, FOUND_REVISION, HISTORY, REV_PREFIX, RevisionProblem, TMP_PREFIX, own};
@@ -29,18 +30,29 @@ pub struct RevisionInfo {
 /// `name` in `dir` (`path`), a 0700 directory opened without following:
 /// `..history`, kept if it is certsync's own, or a history entry, made
 /// `fresh`. Made where missing; what else is under that name is removed
-/// first, never followed.
+/// first, never followed. Judged as opened, never by a look at the name
+/// and an open of it (a swap between the two would receive the revision);
+/// a failure to open or look that says nothing of what is there (EMFILE)
+/// is an error, never taken for "not ours", which would cost every
+/// rollback revision.
 fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, WriterError> {
-    match dir.symlink_metadata(name) {
-        Ok(m) if !fresh && m.is_dir() && own(m.uid(), m.mode()).is_ok() => {}
-        other => {
-            if fresh || other.is_ok() {
-                remove_any(dir, name, path)?;
-            }
-            dir.create_dir_with(name, DirBuilder::new().mode(0o700))
-                .ctx("create history", path)?;
+    if !fresh {
+        #[cfg(test)]
+        super::planted_tests::history_swap();
+        match dir.open_dir_nofollow(name) {
+            Ok(h) => match h.dir_metadata() {
+                Ok(m) if own(m.uid(), m.mode()).is_ok() => return Ok(h),
+                Ok(_) => {}
+                Err(e) => return Err(e).ctx("stat history", path),
+            },
+            // Missing, a link or not a directory: made anew below.
+            Err(e) if matches!(e.raw_os_error(), Some(ENOENT | ELOOP | ENOTDIR)) => {}
+            Err(e) => return Err(e).ctx("open history", path),
         }
     }
+    remove_any(dir, name, path)?;
+    dir.create_dir_with(name, DirBuilder::new().mode(0o700))
+        .ctx("create history", path)?;
     dir.open_dir_nofollow(name).ctx("open history", path)
 }
 

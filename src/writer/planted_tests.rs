@@ -15,6 +15,20 @@ use std::os::unix::fs::MetadataExt as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
+thread_local! {
+    /// A step a test injects into [`history_dir`](super::history) after its
+    /// look at `..history` and before it is opened.
+    static HISTORY_SWAP: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs the injected step, once (`history_dir` calls it in tests only).
+pub(super) fn history_swap() {
+    if let Some(step) = HISTORY_SWAP.with(|h| h.borrow_mut().take()) {
+        step();
+    }
+}
+
 fn bundle(tag: &str) -> Bundle {
     let mut b = Bundle::default();
     b.insert(
@@ -129,6 +143,34 @@ fn attack_a_live_revision_certsync_did_not_make_is_replaced() {
         assert!(!planted.exists(), "{how}");
         let history = w.history().unwrap();
         assert!(!history.keys().any(|n| *n == 9), "{how}: {history:?}");
+    }
+}
+
+/// `..history` is judged as opened, never by a look at its name and then
+/// an open of that name: a history swapped for a planted one in between
+/// would receive the revision moved out of the live view.
+#[test]
+fn attack_a_history_swapped_between_its_check_and_its_open_is_not_used() {
+    for (how, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        w.publish(&bundle("a")).unwrap();
+        w.publish(&bundle("b")).unwrap();
+        let history = w.target().join(HISTORY);
+        let (h, planted_mode) = (history.clone(), mode);
+        HISTORY_SWAP.with(|s| {
+            *s.borrow_mut() = Some(Box::new(move || {
+                fs::rename(&h, h.with_file_name("history-of-certsync")).unwrap();
+                fs::create_dir(&h).unwrap();
+                plant(&h, planted_mode, owner);
+            }))
+        });
+        w.publish(&bundle("c")).unwrap();
+        let ran = HISTORY_SWAP.with(|s| s.borrow().is_none());
+        assert!(ran, "{how}: the swap did not run");
+        let m = fs::metadata(&history).map(|m| (m.uid(), m.mode() & 0o777));
+        let ours = (nix::unistd::geteuid().as_raw(), 0o700);
+        assert_eq!(m.ok(), Some(ours), "{how}: the planted history was used");
+        assert_eq!(w.history().unwrap().len(), 1, "{how}: b's revision is kept");
     }
 }
 
