@@ -16,6 +16,7 @@ use super::node;
 use super::paths::host;
 use super::record::State;
 use super::seen::Problem;
+use super::trust::Cas;
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 pub(super) const CA: &str = "/etc/kubernetes/pki/ca.crt";
@@ -111,8 +112,11 @@ pub type Admin = Result<Access, KubeadmError>;
 
 impl Access {
     /// admin.conf of the node at `dir` and, once adopt's record `state` (as the caller read
-    /// it) names its backup, that backup.
-    pub async fn read(dir: &Path, state: Option<&State>) -> Result<Access, KubeadmError> {
+    /// it, with the node's CAs) names its backup, that backup.
+    pub async fn read(
+        dir: &Path,
+        state: Option<(&State, &Cas<'_>)>,
+    ) -> Result<Access, KubeadmError> {
         let admin = host(dir, ADMIN);
         let live = node::kubeconfig(&admin, &node::read(dir, ADMIN)?)?;
         let (live_cluster, user) =
@@ -121,9 +125,9 @@ impl Access {
             return Err(KubeadmError::file(&admin, FileProblem::NoEmbeddedPair));
         };
         let kept;
-        let cluster = match state.and_then(|s| s.kubeconfigs.get(ADMIN)) {
+        let cluster = match state.and_then(|(s, cas)| Some((s.kubeconfigs.get(ADMIN)?, cas))) {
             None => live_cluster,
-            Some(backup) => {
+            Some((backup, cas)) => {
                 let (path, text) = super::record::read_backup_text(dir, backup, ADMIN)?;
                 kept = node::kubeconfig(&path, &text)?;
                 let (cluster, _) =
@@ -131,7 +135,7 @@ impl Access {
                 // The pair the container could have replaced: the node's CA's.
                 let cert_pem = node::base64_field(&admin, "client-certificate-data", cert)?;
                 let key_pem = node::base64_field(&admin, "client-key-data", key.expose_secret())?;
-                node::sound_pair(dir, &cert_pem, &key_pem, CA)
+                node::sound_pair(&cert_pem, &key_pem, CA, cas.cert(CA))
                     .map_err(|e| KubeadmError::file(&admin, e.of("its client certificate")))?;
                 cluster
             }

@@ -18,6 +18,7 @@ use super::paths::{digest, host};
 use super::plan::{self, POD, Plan};
 use super::record::{State, backup_path, mkdir, put};
 use super::seen::{NotReady, Seen};
+use super::trust::Cas;
 use super::wait;
 use crate::writer::replace_file;
 
@@ -54,7 +55,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
     if plan.is_empty() {
         // "adopted" holds only while certsync's pod runs: one look says it as it is, never
         // assumed; an empty plan writes and waits for nothing.
-        if let Err(seen) = wait::ready_now(dir, plan.probe, &plan.generation).await {
+        if let Err(seen) = wait::ready_now(&Cas::read(dir), plan.probe, &plan.generation).await {
             let when = "when adopt looked (it waits only when it changes something)";
             let nothing = async { "Nothing was changed (the node is adopted)".to_owned() };
             return Err(not_ready(plan, within, seen, when.into(), nothing).await);
@@ -66,7 +67,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
     }
     let (absent, state) = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
-    let ended = wait::dead_targets(dir).len();
+    let ended = wait::dead_targets(&Cas::read(dir)).len();
     // Until the gate, nothing a component reads has changed: a failure puts back what was.
     let started = async {
         stop_previous(dir, plan, out).await?;

@@ -164,8 +164,9 @@ pub enum FileProblem {
         name: String,
         field: String,
     },
+    /// A file read for a check, said as its reader said it.
     #[error("{0}")]
-    Unreadable(Box<KubeadmError>),
+    Unreadable(String),
     #[error("{what}: {source}")]
     Named {
         what: String,

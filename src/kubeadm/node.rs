@@ -76,7 +76,7 @@ fn first_certificate<T>(
     node_path: &str,
     f: impl FnOnce(&Certificate<'_>) -> Result<T, FileProblem>,
 ) -> Result<T, FileProblem> {
-    let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
+    let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(e.to_string()))?;
     let der = crate::pem::first_certificate(text.as_bytes())
         .map_err(|e| FileProblem::NotPem(e).of(node_path))?;
     f(&Certificate::read(&der).map_err(|e| FileProblem::from(e).of(node_path))?)
@@ -169,21 +169,20 @@ pub fn signed_by(
     Ok(())
 }
 
-/// Checks that `cert_pem` and `key_pem` are a pair the CA at `ca` issued; its notAfter.
+/// Checks that `cert_pem` and `key_pem` are a pair the CA at `path` issued, as the command
+/// read it once (`ca`, [`super::trust::Cas::cert`]); its notAfter.
 pub fn sound_pair(
-    dir: &Path,
     cert_pem: &[u8],
     key_pem: &[u8],
-    ca: &str,
+    path: &str,
+    ca: Result<&Cert, FileProblem>,
 ) -> Result<i64, FileProblem> {
     let der = crate::pem::first_certificate(cert_pem).map_err(FileProblem::NotPem)?;
-    let leaf = first_certificate(dir, ca, |ca_cert| {
-        let leaf = Certificate::read(&der)?;
-        signed_by(&leaf, "it", ca_cert, ca).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
-        Ok(leaf.validity().1)
-    })?;
+    let ca_cert = Certificate::read(&ca?.der).map_err(|e| FileProblem::from(e).of(path))?;
+    let leaf = Certificate::read(&der)?;
+    signed_by(&leaf, "it", &ca_cert, path).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
-        Ok(true) => Ok(leaf),
+        Ok(true) => Ok(leaf.validity().1),
         Ok(false) => Err(FileProblem::KeyMismatch),
         Err(e) => Err(FileProblem::Key(Box::new(e))),
     }

@@ -113,7 +113,9 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let adopted = state.is_some();
     let bootstrap = super::audit::kubelet_bootstrap(dir, adopted, current.as_ref())
         .map_err(|r| KubeadmError::refused(dir, *r))?;
-    let admin = super::admin::Access::read(dir, state).await;
+    // Each CA read once: admin.conf's pair check and the trust plan both judge by it.
+    let cas = trust::Cas::read(dir);
+    let admin = super::admin::Access::read(dir, state.map(|s| (s, &cas))).await;
     let (stored, from) = cluster_configuration(opts, &admin).await?;
     let parsed = component_manifests(dir)?;
     let none = Default::default();
@@ -124,7 +126,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         None => Err(None),
     };
     let trust = trust::plan(
-        dir,
+        cas,
         opts.now,
         record,
         adopted,

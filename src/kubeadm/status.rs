@@ -13,6 +13,7 @@ use super::plan::{CONFIG, POD, STATE};
 use super::pod::Current;
 use super::record::State;
 use super::seen::Seen;
+use super::trust::Cas;
 use super::warning::{Warning, WarningKind};
 use crate::validate::{rfc3339, unix_seconds};
 
@@ -69,7 +70,9 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
         s.problem(cert, planted.to_string());
     }
     manifests(dir, &state, &mut s);
-    let (cas, warnings) = super::trust::status(dir, now, &state.trust);
+    // Each CA read once: its report and admin.conf's pair check both judge by it.
+    let read = Cas::read(dir);
+    let (cas, warnings) = super::trust::status(&read, now, &state.trust);
     for c in &cas {
         if let Some(p) = &c.problem {
             s.problem(cert, format!("CA {} ({}): {p}", c.name, c.path));
@@ -81,7 +84,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     let short = short.map(|w| Warning::new(WarningKind::ShortLifetime, w));
     s.warnings.extend(short.into_iter().chain(warnings));
     s.cas = cas;
-    match cluster_info(dir, &state, &s).await {
+    match cluster_info(&state, &read, now).await {
         Some((true, p)) => s.problem(cert, p),
         Some((false, w)) => s.warnings.push(Warning::new(WarningKind::ClusterInfo, w)),
         None => {}
@@ -89,18 +92,16 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
     Ok(s)
 }
 
-/// [`super::trust::stale_trust`] of cluster-info and `pki/ca.crt` as the report `s` read it
-/// (none: unreadable, not judged), through admin.conf as adopt's record `state` says; once
-/// adopt has renewed the CA, a warning when it could not be read.
-async fn cluster_info(dir: &Path, state: &State, s: &Status) -> Option<(bool, String)> {
-    let in_place = (s.cas.iter().find(|c| c.path == super::admin::CA))?
-        .der
-        .as_deref()?;
+/// [`super::trust::stale_trust`] of cluster-info and `pki/ca.crt` as `cas` read it for the
+/// report (unreadable: not judged) at `now`, through admin.conf as adopt's record `state`
+/// says; once adopt has renewed the CA, a warning when it could not be read.
+async fn cluster_info(state: &State, cas: &Cas<'_>, now: i64) -> Option<(bool, String)> {
+    let in_place = &cas.cert(super::admin::CA).ok()?.der;
     let renewed = (state.trust.get(manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
-    let access = super::admin::Access::read(dir, Some(state));
+    let access = super::admin::Access::read(cas.dir, Some((state, cas)));
     let read = async { api::cluster_info(&access.await?.client(None)?, api::TIMEOUT / 3).await };
     match read.await {
-        Ok(info) => api::judge(&info.trusted, in_place, s.checked_at_seconds),
+        Ok(info) => api::judge(&info.trusted, in_place, now),
         Err(e) => renewed.then(|| {
             let said = format!("ConfigMap kube-public/cluster-info not checked: {e}");
             (false, said)

@@ -619,7 +619,7 @@ fn the_gate_reads_targets_beneath_their_directory_only() {
     std::fs::create_dir_all(&first).expect("target");
     std::os::unix::fs::symlink(&outside, first.join("tls.crt")).expect("link");
     std::os::unix::fs::symlink(&outside, first.join("tls.key")).expect("link");
-    let dead = super::wait::dead_targets(d.path());
+    let dead = super::wait::dead_targets(&super::trust::Cas::read(d.path()));
     assert_eq!(dead.len(), targets.len(), "{dead:?}");
     let (t, why) = &dead[0];
     assert_eq!(t, &targets[0]);
@@ -809,7 +809,7 @@ async fn adopt_keeps_the_kubelets_ca_data_in_step_with_the_bundle() {
     );
     let warned = |d: &Path| {
         let now = crate::validate::unix_seconds(fixtures_made());
-        super::trust::status(d, now, &Default::default())
+        super::trust::status(&super::trust::Cas::read(d), now, &Default::default())
             .1
             .iter()
             .any(|w| w.kind == WarningKind::KubeletConf)

@@ -29,6 +29,30 @@ use crate::pem::encode;
 use crate::validate::{rfc3339, unix_seconds};
 use crate::x509::Certificate;
 
+/// kubeadm's CAs ([`CAS`]) as one command reads them, for its plan, status, admin.conf's
+/// pair check and adopt's wait: each file once, through the no-link reader, as exactly one
+/// certificate, parsed; an unreadable one kept as its error, to be reported or refused.
+pub struct Cas<'a> {
+    pub dir: &'a Path,
+    read: Vec<Result<(Cert, String), KubeadmError>>,
+}
+
+impl<'a> Cas<'a> {
+    pub fn read(dir: &'a Path) -> Self {
+        let read = CAS.iter().map(|(_, c, _)| node::ca_file(dir, c)).collect();
+        Self { dir, read }
+    }
+
+    /// The CA at `path` as read, or why there is none: unreadable, or not one of [`CAS`].
+    pub fn cert(&self, path: &str) -> Result<&Cert, FileProblem> {
+        match (CAS.iter().zip(&self.read)).find(|((_, c, _), _)| *c == path) {
+            Some((_, Ok((ca, _)))) => Ok(ca),
+            Some((_, Err(e))) => Err(FileProblem::Unreadable(e.to_string())),
+            None => Err(FileProblem::Missing.of(path)),
+        }
+    }
+}
+
 /// Renewed when less than this share of its span is left.
 pub const RENEW_LEFT: (i64, i64) = (9, 10);
 
@@ -90,7 +114,7 @@ const BACKDATE_SECS: i64 = crate::source::ca::BACKDATE.as_secs() as i64;
 /// The renewals and bundles at `now`, from adopt's `record` and the cluster's
 /// certificates (`published`; `None`: the API server out of reach).
 pub fn plan(
-    dir: &Path,
+    cas: Cas<'_>,
     now: SystemTime,
     record: &Record,
     adopted: bool,
@@ -100,8 +124,9 @@ pub fn plan(
     let mut trust = Trust::default();
     let mut bundles = Vec::new();
     let mut cluster = BTreeMap::new();
-    for (name, cert, bundle) in CAS {
-        let (ca, text) = node::ca_file(dir, cert)?;
+    let dir = cas.dir;
+    for ((name, cert, bundle), read) in CAS.into_iter().zip(cas.read) {
+        let (ca, text) = read?;
         let (der, from, to) = (&ca.der, ca.not_before, ca.not_after);
         crate::x509::strict_certificate(der).map_err(|e| {
             KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
@@ -299,24 +324,22 @@ pub struct CaStatus {
     /// The ends of every earlier certificate kept beside it.
     #[serde(skip)]
     pub earlier_ends: Vec<i64>,
-    /// The certificate in place (DER), as read once for the report; none when unreadable.
-    #[serde(skip)]
-    pub der: Option<Vec<u8>>,
     pub problem: Option<String>,
 }
 
 /// Each CA at `now`, with warnings for a renewal due and for kubelet.conf,
 /// whose CA data only a kubelet restart re-reads.
-pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warning>) {
+pub fn status(read: &Cas<'_>, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warning>) {
     let mut cas = Vec::new();
     let mut warnings = Vec::new();
-    for (name, cert, bundle) in CAS {
+    let dir = read.dir;
+    for ((name, cert, bundle), ca) in CAS.into_iter().zip(&read.read) {
         let mut c = CaStatus {
             name,
             path: cert,
             ..CaStatus::default()
         };
-        let ca = match node::ca_file(dir, cert) {
+        let ca = match ca {
             Ok((ca, _)) => ca,
             Err(e) => {
                 c.problem = Some(e.to_string());
@@ -325,7 +348,6 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             }
         };
         let (from, to) = (ca.not_before, ca.not_after);
-        c.der = Some(ca.der.clone());
         let ends = rfc3339(to);
         c.not_after = Some(ends.clone());
         c.not_after_seconds = to;
@@ -343,7 +365,7 @@ pub fn status(dir: &Path, now: i64, record: &Record) -> (Vec<CaStatus>, Vec<Warn
             ));
         }
         if let Some(b) = bundle {
-            bundle_part(&mut c, dir, b, &ca, record, now, &mut warnings);
+            bundle_part(&mut c, dir, b, ca, record, now, &mut warnings);
         }
         if name == "ca" {
             let fix = format!(

@@ -25,6 +25,7 @@ use super::manifest::{Manifest, manifest_path};
 use super::node;
 use super::plan;
 use super::seen::{Problem, Seen};
+use super::trust::Cas;
 use crate::shutdown::poll;
 use crate::validate::rfc3339;
 
@@ -91,15 +92,16 @@ pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
     }
 }
 
-/// Targets without a live pair of their CA's: (node path, why).
-pub fn dead_targets(dir: &Path) -> Vec<(String, String)> {
+/// Targets without a live pair of their CA's (as `cas` read them once): (node path, why).
+pub fn dead_targets(cas: &Cas<'_>) -> Vec<(String, String)> {
+    let dir = cas.dir;
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let mut dead = Vec::new();
     for (target, ca) in plan::target_cas(dir) {
         let ends = || -> Result<_, Problem> {
             let read = |f: &str| read_beneath(dir, &target, f);
             let (crt, key) = (read("tls.crt")?, read("tls.key")?);
-            Ok(node::sound_pair(dir, &crt, &key, &ca)?)
+            Ok(node::sound_pair(&crt, &key, &ca, cas.cert(&ca))?)
         };
         match ends() {
             Err(e) => dead.push((target, e.to_string())),
@@ -157,8 +159,10 @@ pub async fn ready(
         humantime::format_duration(timeout)
     );
     let mut said = Duration::ZERO;
+    // The CAs as this wait's command left them: read once, not on every look.
+    let cas = Cas::read(dir);
     poll(timeout, Duration::from_secs(1), async |elapsed| {
-        let Err(seen) = ready_now(dir, addr, generation).await else {
+        let Err(seen) = ready_now(&cas, addr, generation).await else {
             return Ok(());
         };
         if elapsed >= said + PROGRESS_EVERY && elapsed < timeout {
@@ -176,9 +180,9 @@ pub async fn ready(
 }
 
 /// One look: the pod of `generation` answers ready and every target holds a live pair.
-pub async fn ready_now(dir: &Path, addr: SocketAddr, generation: &str) -> Result<(), Seen> {
+pub async fn ready_now(cas: &Cas<'_>, addr: SocketAddr, generation: &str) -> Result<(), Seen> {
     look(addr, generation).await?;
-    match dead_targets(dir).into_iter().next() {
+    match dead_targets(cas).into_iter().next() {
         None => Ok(()),
         Some((target, why)) => Err(Seen::DeadTarget { target, why }),
     }

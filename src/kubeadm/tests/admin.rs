@@ -157,7 +157,8 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
 /// admin.conf (and its backup, once adopt's record names one).
 pub(super) async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Value, KubeadmError> {
     let state = crate::kubeadm::record::State::read(d)?.map(|(_, s)| s);
-    let access = crate::kubeadm::admin::Access::read(d, state.as_ref()).await?;
+    let cas = crate::kubeadm::trust::Cas::read(d);
+    let access = crate::kubeadm::admin::Access::read(d, state.as_ref().map(|s| (s, &cas))).await?;
     Ok(crate::kubeadm::api::kubeadm_config(&access).await?.0)
 }
 
@@ -377,7 +378,8 @@ fn attack_a_fifo_in_a_target_never_blocks_adopts_gate() {
     nix::unistd::mkfifo(&crt, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(crate::kubeadm::wait::dead_targets(&d));
+        let cas = crate::kubeadm::trust::Cas::read(&d);
+        let _ = tx.send(crate::kubeadm::wait::dead_targets(&cas));
     });
     let dead = rx
         .recv_timeout(std::time::Duration::from_secs(60))

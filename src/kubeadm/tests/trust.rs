@@ -61,7 +61,14 @@ fn adopted_with_ca(from: i64, to: i64) -> (tempfile::TempDir, Vec<u8>, SystemTim
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = trust::plan(d.path(), now, &trust::Record::new(), false, None).unwrap();
+    let t = trust::plan(
+        trust::Cas::read(d.path()),
+        now,
+        &trust::Record::new(),
+        false,
+        None,
+    )
+    .unwrap();
     apply(d.path(), &t);
     (d, ca, now, t)
 }
@@ -75,7 +82,14 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     let etcd = kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = trust::plan(d.path(), now, &trust::Record::new(), false, None).unwrap();
+    let t = trust::plan(
+        trust::Cas::read(d.path()),
+        now,
+        &trust::Record::new(),
+        false,
+        None,
+    )
+    .unwrap();
     let due: Vec<_> = t
         .cas
         .iter()
@@ -111,7 +125,11 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     apply(d.path(), &t);
     // Status names the old certificate's end as the date by which what is
     // off the node must trust the renewal; none for a CA not renewed.
-    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
+    let (cas, _) = trust::status(
+        &trust::Cas::read(d.path()),
+        crate::validate::unix_seconds(now),
+        &t.record,
+    );
     let (_, old) = x509_parser::parse_x509_certificate(&ca).unwrap();
     assert_eq!(
         cas[0].previous_not_after_seconds,
@@ -119,7 +137,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     );
     assert!(cas[0].previous_not_after.is_some());
     assert_eq!(cas[2].previous_not_after_seconds, 0, "{:?}", cas[2]);
-    let again = trust::plan(d.path(), now, &t.record, true, None).unwrap();
+    let again = trust::plan(trust::Cas::read(d.path()), now, &t.record, true, None).unwrap();
     assert!(
         again.files.is_empty(),
         "{:?}",
@@ -134,7 +152,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     let mut planted = std::fs::read(host(d.path(), CA_BUNDLE)).unwrap();
     planted.extend(crate::pem::encode("CERTIFICATE", &foreign).into_bytes());
     std::fs::write(host(d.path(), CA_BUNDLE), &planted).unwrap();
-    let cleaned = trust::plan(d.path(), now, &t.record, true, None).unwrap();
+    let cleaned = trust::plan(trust::Cas::read(d.path()), now, &t.record, true, None).unwrap();
     let f = cleaned.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(
         ders(&f.bytes) == [ca, renewed[0].clone()],
@@ -145,13 +163,20 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     // reports the renewed one in place, in the bundle.
     let later = now + Duration::from_secs(25 * 3600);
     apply(d.path(), &cleaned);
-    let after = trust::plan(d.path(), later, &cleaned.record, true, None).unwrap();
+    let after = trust::plan(
+        trust::Cas::read(d.path()),
+        later,
+        &cleaned.record,
+        true,
+        None,
+    )
+    .unwrap();
     let f = after.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(ders(&f.bytes) == [renewed[0].clone()], "only the renewal");
     assert_eq!(after.files.len(), 1, "nothing renewed again");
     apply(d.path(), &after);
     let (cas, warnings) = trust::status(
-        d.path(),
+        &trust::Cas::read(d.path()),
         crate::validate::unix_seconds(later),
         &after.record,
     );
@@ -168,7 +193,7 @@ fn status_says_when_a_renewal_is_due_and_when_a_bundle_lacks_the_ca() {
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", -1, 19);
     kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", -1, 19);
     let (cas, warnings) = trust::status(
-        d.path(),
+        &trust::Cas::read(d.path()),
         crate::validate::unix_seconds(SystemTime::now()),
         &trust::Record::new(),
     );
@@ -247,7 +272,11 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
         base64::engine::general_purpose::STANDARD.encode(crate::pem::encode("CERTIFICATE", &old))
     );
     std::fs::write(host(d.path(), "/etc/kubernetes/kubelet.conf"), kubelet).unwrap();
-    let (cas, warnings) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
+    let (cas, warnings) = trust::status(
+        &trust::Cas::read(d.path()),
+        crate::validate::unix_seconds(now),
+        &t.record,
+    );
     assert!(cas[0].problem.is_none(), "{cas:?}");
     assert!(
         warnings.iter().any(|w| w.kind == WarningKind::KubeletConf),
@@ -257,7 +286,11 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
     let at = crate::validate::unix_seconds(now);
     assert!(trust::kubelet_conf_after_revert(d.path(), at).is_some());
     let past = now + Duration::from_secs(2 * 86_400);
-    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(past), &t.record);
+    let (cas, _) = trust::status(
+        &trust::Cas::read(d.path()),
+        crate::validate::unix_seconds(past),
+        &t.record,
+    );
     assert!(
         cas[0]
             .problem
@@ -282,14 +315,14 @@ fn after_two_renewals_status_names_the_end_of_the_oldest_certificate_kept() {
     let (d, orig, now, first) = adopted_with_ca(-3, 17);
     // A re-adopt three days later: the first renewal is due again.
     let later = now + Duration::from_secs(3 * 86_400);
-    let second = trust::plan(d.path(), later, &first.record, true, None).unwrap();
+    let second = trust::plan(trust::Cas::read(d.path()), later, &first.record, true, None).unwrap();
     assert!(second.cas[0].renewed_to.is_some(), "renewed again");
     apply(d.path(), &second);
     let bundle = ders(&std::fs::read(host(d.path(), CA_BUNDLE)).unwrap());
     assert_eq!(bundle.len(), 3, "kubeadm's, the first renewal, the second");
     assert_eq!(bundle[0], orig);
     let (cas, _) = trust::status(
-        d.path(),
+        &trust::Cas::read(d.path()),
         crate::validate::unix_seconds(later),
         &second.record,
     );
@@ -323,8 +356,8 @@ fn past_the_old_end_status_keeps_naming_it_until_adopt_leaves_it_out() {
     let (_, o) = x509_parser::parse_x509_certificate(&orig).unwrap();
     let end = o.validity().not_after.timestamp();
     // No adopt since: the record and the bundle still hold kubeadm's CA.
-    let (before, _) = trust::status(d.path(), end - 60, &t.record);
-    let (after, w) = trust::status(d.path(), end + 60, &t.record);
+    let (before, _) = trust::status(&trust::Cas::read(d.path()), end - 60, &t.record);
+    let (after, w) = trust::status(&trust::Cas::read(d.path()), end + 60, &t.record);
     eprintln!(
         "a minute before: {} {:?}; a minute after: {} {:?} problem {:?} warnings {w:?}",
         before[0].previous_not_after_seconds,
@@ -344,9 +377,9 @@ fn past_the_old_end_status_keeps_naming_it_until_adopt_leaves_it_out() {
     );
     // The next adopt leaves it out, and status is quiet about it.
     let later = SystemTime::UNIX_EPOCH + Duration::from_secs((end + 60) as u64);
-    let again = trust::plan(d.path(), later, &t.record, true, None).unwrap();
+    let again = trust::plan(trust::Cas::read(d.path()), later, &t.record, true, None).unwrap();
     apply(d.path(), &again);
-    let (gone, w) = trust::status(d.path(), end + 60, &again.record);
+    let (gone, w) = trust::status(&trust::Cas::read(d.path()), end + 60, &again.record);
     assert_eq!(gone[0].previous_not_after_seconds, 0);
     assert!(w.is_empty(), "{w:?}");
 }
@@ -391,7 +424,14 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
     let (a, b) = two_nodes_ca_due();
     let now = SystemTime::now();
     let nothing = std::collections::BTreeMap::new();
-    let ta = trust::plan(a.path(), now, &trust::Record::new(), false, Some(&nothing)).unwrap();
+    let ta = trust::plan(
+        trust::Cas::read(a.path()),
+        now,
+        &trust::Record::new(),
+        false,
+        Some(&nothing),
+    )
+    .unwrap();
     assert!(ta.cas[0].renewed_to.is_some(), "the first node renews");
     apply(a.path(), &ta);
     let published = ta.published.clone().expect("written for the others");
@@ -401,14 +441,28 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
     );
 
     // The second node, while the API server was out of reach: its own.
-    let alone = trust::plan(b.path(), now, &trust::Record::new(), false, None).unwrap();
+    let alone = trust::plan(
+        trust::Cas::read(b.path()),
+        now,
+        &trust::Record::new(),
+        false,
+        None,
+    )
+    .unwrap();
     assert!(alone.published.is_none());
     apply(b.path(), &alone);
     assert_ne!(ca_crt(a.path()), ca_crt(b.path()));
 
     // Its next adopt reaches it: A's renewal taken, the same bundles.
     let later = now + Duration::from_secs(60);
-    let tb = trust::plan(b.path(), later, &alone.record, true, Some(&published)).unwrap();
+    let tb = trust::plan(
+        trust::Cas::read(b.path()),
+        later,
+        &alone.record,
+        true,
+        Some(&published),
+    )
+    .unwrap();
     assert!(
         tb.files
             .iter()
@@ -424,7 +478,11 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
         "the same certificates side by side"
     );
     assert_eq!(tb.published.as_ref(), Some(&published), "nothing to write");
-    let (cas, _) = trust::status(b.path(), crate::validate::unix_seconds(later), &tb.record);
+    let (cas, _) = trust::status(
+        &trust::Cas::read(b.path()),
+        crate::validate::unix_seconds(later),
+        &tb.record,
+    );
     assert!(cas.iter().all(|c| c.problem.is_none()), "{cas:?}");
 
     // A third node with kubeadm's certificate takes it at its first adopt.
@@ -436,7 +494,7 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
     )
     .unwrap();
     let tc = trust::plan(
-        c.path(),
+        trust::Cas::read(c.path()),
         later,
         &trust::Record::new(),
         false,
@@ -448,7 +506,14 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
     // Once the cluster's renewal is due itself, the next node renews again
     // and writes the new one for the others.
     let due = now + Duration::from_secs(3 * 86_400);
-    let again = trust::plan(a.path(), due, &ta.record, true, Some(&published)).unwrap();
+    let again = trust::plan(
+        trust::Cas::read(a.path()),
+        due,
+        &ta.record,
+        true,
+        Some(&published),
+    )
+    .unwrap();
     assert!(again.cas[0].renewed_to.is_some());
     let newer = again.published.clone().unwrap();
     assert_ne!(newer["ca.crt"], published["ca.crt"]);
@@ -513,7 +578,7 @@ fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
     ] {
         let published = std::collections::BTreeMap::from([("ca.crt".to_owned(), pem)]);
         match trust::plan(
-            a.path(),
+            trust::Cas::read(a.path()),
             now,
             &trust::Record::new(),
             false,
@@ -602,7 +667,7 @@ fn attack_the_cas_own_certificate_rewritten_without_its_key_is_refused() {
             crate::pem::encode("CERTIFICATE", der),
         )]);
         let planned = trust::plan(
-            a.path(),
+            trust::Cas::read(a.path()),
             SystemTime::now(),
             &trust::Record::new(),
             false,
@@ -651,15 +716,36 @@ fn attack_an_older_renewal_published_again_is_not_taken() {
     let (a, b) = two_nodes_ca_due();
     let now = SystemTime::now();
     let nothing = std::collections::BTreeMap::new();
-    let ta = trust::plan(a.path(), now, &trust::Record::new(), false, Some(&nothing)).unwrap();
+    let ta = trust::plan(
+        trust::Cas::read(a.path()),
+        now,
+        &trust::Record::new(),
+        false,
+        Some(&nothing),
+    )
+    .unwrap();
     apply(a.path(), &ta);
     let older = ta.published.clone().unwrap();
     // B renewed alone a minute later: its renewal ends a minute later.
     let later = now + Duration::from_secs(60);
-    let alone = trust::plan(b.path(), later, &trust::Record::new(), false, None).unwrap();
+    let alone = trust::plan(
+        trust::Cas::read(b.path()),
+        later,
+        &trust::Record::new(),
+        false,
+        None,
+    )
+    .unwrap();
     apply(b.path(), &alone);
     let mine = ca_crt(b.path());
-    let tb = trust::plan(b.path(), later, &alone.record, true, Some(&older)).unwrap();
+    let tb = trust::plan(
+        trust::Cas::read(b.path()),
+        later,
+        &alone.record,
+        true,
+        Some(&older),
+    )
+    .unwrap();
     assert!(
         !tb.files
             .iter()
@@ -674,7 +760,14 @@ fn attack_an_older_renewal_published_again_is_not_taken() {
         Some(&ders(&mine)[0])
     );
     // A takes B's, which ends later: the cluster converges.
-    let ta2 = trust::plan(a.path(), later, &ta.record, true, Some(&written)).unwrap();
+    let ta2 = trust::plan(
+        trust::Cas::read(a.path()),
+        later,
+        &ta.record,
+        true,
+        Some(&written),
+    )
+    .unwrap();
     apply(a.path(), &ta2);
     assert_eq!(ca_crt(a.path()), mine);
 }
@@ -686,7 +779,11 @@ fn a_kubelet_conf_that_cannot_be_read_is_a_problem() {
     let (d, _, now, t) = adopted_with_ca(0, 19);
     let at = host(d.path(), "/etc/kubernetes/kubelet.conf");
     std::fs::write(&at, "clusters: [").unwrap();
-    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
+    let (cas, _) = trust::status(
+        &trust::Cas::read(d.path()),
+        crate::validate::unix_seconds(now),
+        &t.record,
+    );
     assert!(
         cas[0]
             .problem
@@ -695,6 +792,10 @@ fn a_kubelet_conf_that_cannot_be_read_is_a_problem() {
         "{cas:?}"
     );
     std::fs::remove_file(&at).unwrap();
-    let (cas, _) = trust::status(d.path(), crate::validate::unix_seconds(now), &t.record);
+    let (cas, _) = trust::status(
+        &trust::Cas::read(d.path()),
+        crate::validate::unix_seconds(now),
+        &t.record,
+    );
     assert!(cas[0].problem.is_none(), "{cas:?}");
 }

@@ -56,7 +56,7 @@ fn a_bundle_keeps_no_certificate_of_the_cas_key_that_adopt_did_not_write() {
     // An adopted node (a record of what adopt wrote, here none): the file
     // is the container's.
     let t = trust::plan(
-        d.path(),
+        trust::Cas::read(d.path()),
         SystemTime::now(),
         &trust::Record::new(),
         true,
@@ -98,7 +98,7 @@ fn a_bundle_keeps_no_certificate_go_refuses() {
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
     let t = trust::plan(
-        d.path(),
+        trust::Cas::read(d.path()),
         SystemTime::now(),
         &trust::Record::new(),
         true,
@@ -127,7 +127,7 @@ fn status_reports_a_bundle_that_trusts_another_key() {
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
     // etcd's bundle as adopt writes it, so only ca's is in question.
     let t = trust::plan(
-        d.path(),
+        trust::Cas::read(d.path()),
         SystemTime::now(),
         &trust::Record::new(),
         true,
@@ -139,7 +139,7 @@ fn status_reports_a_bundle_that_trusts_another_key() {
     }
 
     let (cas, _) = trust::status(
-        d.path(),
+        &trust::Cas::read(d.path()),
         crate::validate::unix_seconds(SystemTime::now()),
         &t.record,
     );
@@ -174,7 +174,7 @@ fn a_bundle_adopt_did_not_write_is_refused_not_replaced() {
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
     let (path, what) = found(trust::plan(
-        d.path(),
+        trust::Cas::read(d.path()),
         SystemTime::now(),
         &trust::Record::new(),
         false,
@@ -184,7 +184,7 @@ fn a_bundle_adopt_did_not_write_is_refused_not_replaced() {
     assert_eq!(path, host(d.path(), CA_BUNDLE));
 
     let t = trust::plan(
-        d.path(),
+        trust::Cas::read(d.path()),
         SystemTime::now(),
         &trust::Record::new(),
         true,
@@ -242,7 +242,7 @@ fn a_ca_file_not_as_kubeadm_writes_it_is_refused_for_what_it_holds() {
         let key = std::fs::read_to_string(host(d.path(), "/etc/kubernetes/pki/ca.key")).unwrap();
         std::fs::write(host(d.path(), ca_crt), text(&ca, &key)).unwrap();
         let (path, what) = found(trust::plan(
-            d.path(),
+            trust::Cas::read(d.path()),
             SystemTime::now(),
             &trust::Record::new(),
             true,
