@@ -107,19 +107,6 @@ impl Cert {
     }
 }
 
-/// The CA certificate at `node_path` (exactly one) and the file's text.
-pub fn ca_file(dir: &Path, node_path: &str) -> Result<(Cert, String), KubeadmError> {
-    let at = host(dir, node_path);
-    let text = read(dir, node_path)?;
-    let [der] = certificates(&at, text.as_bytes())?
-        .try_into()
-        .map_err(|all: Vec<_>| {
-            KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
-        })?;
-    let cert = Cert::parse(der).map_err(|e| KubeadmError::file(&at, e))?;
-    Ok((cert, text))
-}
-
 fn kubeadm_makes(alg: KeyAlg) -> bool {
     matches!(
         alg,

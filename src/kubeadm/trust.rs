@@ -38,18 +38,27 @@ pub struct Cas<'a> {
 }
 
 impl<'a> Cas<'a> {
+    /// Each CA certificate (exactly one in its file) and the file's text.
     pub fn read(dir: &'a Path) -> Self {
-        let read = CAS.iter().map(|(_, c, _)| node::ca_file(dir, c)).collect();
+        let one = |node_path| {
+            let (at, text) = (host(dir, node_path), node::read(dir, node_path)?);
+            let [der] =
+                (node::certificates(&at, text.as_bytes())?.try_into()).map_err(|all: Vec<_>| {
+                    KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
+                })?;
+            let cert = Cert::parse(der).map_err(|e| KubeadmError::file(&at, e))?;
+            Ok((cert, text))
+        };
+        let read = CAS.iter().map(|(_, c, _)| one(c)).collect();
         Self { dir, read }
     }
 
     /// The CA at `path` as read, or why there is none: unreadable, or not one of [`CAS`].
     pub fn cert(&self, path: &str) -> Result<&Cert, FileProblem> {
-        match (CAS.iter().zip(&self.read)).find(|((_, c, _), _)| *c == path) {
-            Some((_, Ok((ca, _)))) => Ok(ca),
-            Some((_, Err(e))) => Err(FileProblem::Unreadable(e.to_string())),
-            None => Err(FileProblem::Missing.of(path)),
-        }
+        let i = CAS.iter().position(|(_, c, _)| *c == path);
+        let i = i.ok_or_else(|| FileProblem::Missing.of(path))?;
+        (self.read[i].as_ref().map(|(ca, _)| ca))
+            .map_err(|e| FileProblem::Unreadable(e.to_string()))
     }
 }
 
@@ -497,7 +506,8 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
 /// After revert: kubelet.conf lacking the CA in place (nothing watches it
 /// once the node is kubeadm's).
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
-    let (ca, _) = node::ca_file(dir, CAS[0].1).ok()?;
+    let cas = Cas::read(dir);
+    let ca = cas.cert(CAS[0].1).ok()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";
