@@ -125,11 +125,13 @@ pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
     first_certificate(dir, cert, |c| Ok(c.key_alg().filter(|a| kubeadm_makes(*a))))
 }
 
-/// Checks that `template` is a certificate `ca` issued: not one planted or brought from
-/// elsewhere, whose identity adopt would copy into every renewal.
-pub fn issued_by(dir: &Path, template: &str, ca: &str) -> Result<(), FileProblem> {
+/// Checks that `template` is a certificate the CA at `ca` (`in_place`, as the command read
+/// it) issued: not one planted or brought from elsewhere, whose identity adopt would copy
+/// into every renewal.
+pub fn issued_by(dir: &Path, template: &str, ca: &str, in_place: &Cert) -> Result<(), FileProblem> {
     first_certificate(dir, template, |leaf| {
-        first_certificate(dir, ca, |ca_cert| signed_by(leaf, template, ca_cert, ca))
+        let ca_cert = Certificate::read(&in_place.der).map_err(|e| FileProblem::from(e).of(ca))?;
+        signed_by(leaf, template, &ca_cert, ca)
     })
 }
 

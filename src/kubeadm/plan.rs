@@ -139,7 +139,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let certs = certs(dir, state);
     recorded_gone(dir, state)?;
     linked_targets(dir, certs.iter().map(|c| &c.target))?;
-    let pairs_first = kubeadms_pairs(dir, &certs, state)?;
+    let pairs_first = kubeadms_pairs(dir, &certs, state, &trust.cas)?;
     let key_alg = key_alg(opts, stored.as_ref().map(|(c, _)| c))?;
     let config = config_text(opts, &certs, key_alg)?;
     super::judge::judge(opts, &config)?;
@@ -295,18 +295,22 @@ fn manifest_changes(
     Ok(manifests)
 }
 
-/// Each template issued by its mapping's CA, and both files of each pair adopt keeps; those
-/// of pairs no earlier adoption backed up (`recorded`), with their bytes.
+/// Each template issued by its mapping's CA (as the trust plan read it: `cas`), and both
+/// files of each pair adopt keeps; those of pairs no earlier adoption backed up
+/// (`recorded`), with their bytes.
 fn kubeadms_pairs(
     dir: &Path,
     certs: &[Cert],
     recorded: Option<&State>,
+    cas: &[trust::CaEnd],
 ) -> Result<Vec<(String, Vec<u8>, u32)>, KubeadmError> {
     let pairs: Vec<_> = (certs.iter())
         .filter_map(|c| Some((c.pair()?, c.ca_crt())))
         .collect();
     for (pair, ca) in &pairs {
-        node::issued_by(dir, &format!("{pair}.crt"), ca)
+        let in_place = cas.iter().find(|c| c.path == ca).map(|c| &c.in_place);
+        (in_place.ok_or_else(|| FileProblem::Missing.of(ca)))
+            .and_then(|in_place| node::issued_by(dir, &format!("{pair}.crt"), ca, in_place))
             .map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
     }
     let mut first = Vec::new();

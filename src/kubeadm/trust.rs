@@ -88,6 +88,9 @@ pub struct CaEnd {
     pub ends: i64,
     pub renewed_to: Option<i64>,
     pub due_from: i64,
+    /// The certificate in place as [`Cas`] read it: the plan's other checks judge by it.
+    #[serde(skip)]
+    pub in_place: Cert,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -189,6 +192,7 @@ pub fn plan(
             ends: to,
             renewed_to: (current != *der).then_some(ends),
             due_from: due_from(from, to),
+            in_place: ca.clone(),
         });
         // The cluster's when taken (every node the same); else the recorded,
         // the cluster's and the one in place; then the current one. Unended.
