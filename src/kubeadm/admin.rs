@@ -113,10 +113,7 @@ pub type Admin = Result<Access, KubeadmError>;
 impl Access {
     /// admin.conf of the node at `dir` and, once adopt's record `state` (as the caller read
     /// it, with the node's CAs) names its backup, that backup.
-    pub async fn read(
-        dir: &Path,
-        state: Option<(&State, &Cas<'_>)>,
-    ) -> Result<Access, KubeadmError> {
+    pub async fn read(dir: &Path, state: Option<(&State, &Cas<'_>)>) -> Result<Self, KubeadmError> {
         let admin = host(dir, ADMIN);
         let live = node::kubeconfig(&admin, &node::read(dir, ADMIN)?)?;
         let (live_cluster, user) =
