@@ -18,7 +18,6 @@ use super::paths::{digest, host};
 use super::plan::{self, POD, Plan};
 use super::record::{State, backup_path, mkdir, put};
 use super::seen::{NotReady, Seen};
-use super::trust::Cas;
 use super::wait;
 use crate::writer::replace_file;
 
@@ -55,7 +54,7 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
     if plan.is_empty() {
         // "adopted" holds only while certsync's pod runs: one look says it as it is, never
         // assumed; an empty plan writes and waits for nothing.
-        if let Err(seen) = wait::ready_now(&Cas::read(dir), plan.probe, &plan.generation).await {
+        if let Err(seen) = wait::ready_now((dir, &plan.cas), plan.probe, &plan.generation).await {
             let when = "when adopt looked (it waits only when it changes something)";
             let nothing = async { "Nothing was changed (the node is adopted)".to_owned() };
             return Err(not_ready(plan, within, seen, when.into(), nothing).await);
@@ -67,14 +66,14 @@ pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<
     }
     let (absent, state) = back_up(dir, plan)?;
     let _ = writeln!(out, "backed up into {}/", plan.backup);
-    let ended = wait::dead_targets(&Cas::read(dir)).len();
+    let ended = wait::dead_targets(dir, &plan.cas).len();
     // Until the gate, nothing a component reads has changed: a failure puts back what was.
     let started = async {
         stop_previous(dir, plan, out).await?;
         files(dir, plan, out)?;
         // certsync's pod written (when it changes), then waited for.
         write(dir, plan, true, out)?;
-        wait::ready(dir, plan.probe, &plan.generation, within, out).await?;
+        wait::ready((dir, &plan.cas), plan.probe, &plan.generation, within, out).await?;
         // Every file certsync's pod mounts read-only, as this run wrote it: else something
         // wrote it after adopt did, and the components must not restart on it.
         let mounted =

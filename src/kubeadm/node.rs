@@ -128,9 +128,14 @@ pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
 /// Checks that `template` is a certificate the CA at `ca` (`in_place`, as the command read
 /// it) issued: not one planted or brought from elsewhere, whose identity adopt would copy
 /// into every renewal.
-pub fn issued_by(dir: &Path, template: &str, ca: &str, in_place: &Cert) -> Result<(), FileProblem> {
+pub fn issued_by(
+    dir: &Path,
+    template: &str,
+    ca: &str,
+    in_place: Result<&Cert, FileProblem>,
+) -> Result<(), FileProblem> {
     first_certificate(dir, template, |leaf| {
-        let ca_cert = Certificate::read(&in_place.der).map_err(|e| FileProblem::from(e).of(ca))?;
+        let ca_cert = Certificate::read(&in_place?.der).map_err(|e| FileProblem::from(e).of(ca))?;
         signed_by(leaf, template, &ca_cert, ca)
     })
 }

@@ -308,9 +308,7 @@ fn kubeadms_pairs(
         .filter_map(|c| Some((c.pair()?, c.ca_crt())))
         .collect();
     for (pair, ca) in &pairs {
-        let in_place = cas.iter().find(|c| c.path == ca).map(|c| &c.in_place);
-        (in_place.ok_or_else(|| FileProblem::Missing.of(ca)))
-            .and_then(|in_place| node::issued_by(dir, &format!("{pair}.crt"), ca, in_place))
+        node::issued_by(dir, &format!("{pair}.crt"), ca, trust::in_place(cas, ca))
             .map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
     }
     let mut first = Vec::new();

@@ -62,6 +62,12 @@ impl<'a> Cas<'a> {
     }
 }
 
+/// The CA at `path` in place as the plan read it (`cas`); none: not one of [`CAS`].
+pub fn in_place<'a>(cas: &'a [CaEnd], path: &str) -> Result<&'a Cert, FileProblem> {
+    let ca = cas.iter().find(|c| c.path == path).map(|c| &c.in_place);
+    ca.ok_or_else(|| FileProblem::Missing.of(path))
+}
+
 /// Renewed when less than this share of its span is left.
 pub const RENEW_LEFT: (i64, i64) = (9, 10);
 
@@ -88,7 +94,8 @@ pub struct CaEnd {
     pub ends: i64,
     pub renewed_to: Option<i64>,
     pub due_from: i64,
-    /// The certificate in place as [`Cas`] read it: the plan's other checks judge by it.
+    /// The certificate in place as [`Cas`] read it: the plan's template check and adopt's
+    /// waits judge by it (a renewal keeps its subject and key), never reading it again.
     #[serde(skip)]
     pub in_place: Cert,
 }

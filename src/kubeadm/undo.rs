@@ -78,7 +78,7 @@ pub async fn undo(dir: &Path, plan: &Plan, absent: &[&str], within: wait::Within
     );
     if let Some((g, addr)) = previous {
         let mut kept = super::out::Out::to(std::io::sink());
-        let state = match wait::ready(dir, addr, &g, within, &mut kept).await {
+        let state = match wait::ready((dir, &plan.cas), addr, &g, within, &mut kept).await {
             Ok(()) => "is running and ready".to_owned(),
             Err(seen) => format!("is NOT ready: {seen}"),
         };

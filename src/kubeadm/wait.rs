@@ -25,7 +25,7 @@ use super::manifest::{Manifest, manifest_path};
 use super::node;
 use super::plan;
 use super::seen::{Problem, Seen};
-use super::trust::Cas;
+use super::trust::{CaEnd, in_place};
 use crate::shutdown::poll;
 use crate::validate::rfc3339;
 
@@ -92,16 +92,15 @@ pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
     }
 }
 
-/// Targets without a live pair of their CA's (as `cas` read them once): (node path, why).
-pub fn dead_targets(cas: &Cas<'_>) -> Vec<(String, String)> {
-    let dir = cas.dir;
+/// Targets without a live pair of their CA's (as the plan read them: `cas`): (node path, why).
+pub fn dead_targets(dir: &Path, cas: &[CaEnd]) -> Vec<(String, String)> {
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let mut dead = Vec::new();
     for (target, ca) in plan::target_cas(dir) {
         let ends = || -> Result<_, Problem> {
             let read = |f: &str| read_beneath(dir, &target, f);
             let (crt, key) = (read("tls.crt")?, read("tls.key")?);
-            Ok(node::sound_pair(&crt, &key, &ca, cas.cert(&ca))?)
+            Ok(node::sound_pair(&crt, &key, &ca, in_place(cas, &ca))?)
         };
         match ends() {
             Err(e) => dead.push((target, e.to_string())),
@@ -142,10 +141,11 @@ pub fn first_changed<'a>(
     Ok(None)
 }
 
-/// adopt's gate, saying every [`PROGRESS_EVERY`] what it saw and the pod's
-/// state, asked through `admin` (a wait of minutes is never silent).
+/// adopt's gate on the node `dir` (its CAs as the plan read them: `cas`), saying every
+/// [`PROGRESS_EVERY`] what it saw and the pod's state, asked through `admin` (a wait of
+/// minutes is never silent).
 pub async fn ready(
-    dir: &Path,
+    (dir, cas): (&Path, &[CaEnd]),
     addr: SocketAddr,
     generation: &str,
     (timeout, admin, mirror): Within<'_>,
@@ -159,10 +159,8 @@ pub async fn ready(
         humantime::format_duration(timeout)
     );
     let mut said = Duration::ZERO;
-    // The CAs as this wait's command left them: read once, not on every look.
-    let cas = Cas::read(dir);
     poll(timeout, Duration::from_secs(1), async |elapsed| {
-        let Err(seen) = ready_now(&cas, addr, generation).await else {
+        let Err(seen) = ready_now((dir, cas), addr, generation).await else {
             return Ok(());
         };
         if elapsed >= said + PROGRESS_EVERY && elapsed < timeout {
@@ -180,9 +178,13 @@ pub async fn ready(
 }
 
 /// One look: the pod of `generation` answers ready and every target holds a live pair.
-pub async fn ready_now(cas: &Cas<'_>, addr: SocketAddr, generation: &str) -> Result<(), Seen> {
+pub async fn ready_now(
+    (dir, cas): (&Path, &[CaEnd]),
+    addr: SocketAddr,
+    generation: &str,
+) -> Result<(), Seen> {
     look(addr, generation).await?;
-    match dead_targets(cas).into_iter().next() {
+    match dead_targets(dir, cas).into_iter().next() {
         None => Ok(()),
         Some((target, why)) => Err(Seen::DeadTarget { target, why }),
     }
