@@ -29,9 +29,9 @@ use crate::pem::encode;
 use crate::validate::{rfc3339, unix_seconds};
 use crate::x509::Certificate;
 
-/// kubeadm's CAs ([`CAS`]) as one command reads them, for its plan, status, admin.conf's
-/// pair check and adopt's wait: each file once, through the no-link reader, as exactly one
-/// certificate, parsed; an unreadable one kept as its error, to be reported or refused.
+/// kubeadm's CAs ([`CAS`]) as one command reads them, for its plan (then [`in_place`]),
+/// status and admin.conf's pair check: each file once, through the no-link reader, as exactly
+/// one certificate, parsed; an unreadable one kept as its error, to be reported or refused.
 pub struct Cas<'a> {
     pub dir: &'a Path,
     read: Vec<Result<(Cert, String), KubeadmError>>,
