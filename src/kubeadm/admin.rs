@@ -132,7 +132,7 @@ impl Access {
                 // The pair the container could have replaced: the node's CA's.
                 let cert_pem = node::base64_field(&admin, "client-certificate-data", cert)?;
                 let key_pem = node::base64_field(&admin, "client-key-data", key.expose_secret())?;
-                node::sound_pair(&cert_pem, &key_pem, CA, cas.cert(CA))
+                node::sound_pair(&cert_pem, &key_pem, CA, cas.ca())
                     .map_err(|e| KubeadmError::file(&admin, e.of("its client certificate")))?;
                 cluster
             }

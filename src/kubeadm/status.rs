@@ -96,7 +96,7 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
 /// report (unreadable: not judged) at `now`, through admin.conf as adopt's record `state`
 /// says; once adopt has renewed the CA, a warning when it could not be read.
 async fn cluster_info(state: &State, cas: &Cas<'_>, now: i64) -> Option<(bool, String)> {
-    let in_place = &cas.cert(super::admin::CA).ok()?.der;
+    let in_place = &cas.ca().ok()?.der;
     let renewed = (state.trust.get(manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
     let access = super::admin::Access::read(cas.dir, Some((state, cas)));
     let read = async { api::cluster_info(&access.await?.client(None)?, api::TIMEOUT / 3).await };

@@ -53,11 +53,9 @@ impl<'a> Cas<'a> {
         Self { dir, read }
     }
 
-    /// The CA at `path` as read, or why there is none: unreadable, or not one of [`CAS`].
-    pub fn cert(&self, path: &str) -> Result<&Cert, FileProblem> {
-        let i = CAS.iter().position(|(_, c, _)| *c == path);
-        let i = i.ok_or_else(|| FileProblem::Missing.of(path))?;
-        (self.read[i].as_ref().map(|(ca, _)| ca))
+    /// `ca`'s certificate (`pki/ca.crt`, the first of [`CAS`]) as read, or why there is none.
+    pub fn ca(&self) -> Result<&Cert, FileProblem> {
+        (self.read[0].as_ref().map(|(ca, _)| ca))
             .map_err(|e| FileProblem::Unreadable(e.to_string()))
     }
 }
@@ -518,7 +516,7 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
 /// once the node is kubeadm's).
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
     let cas = Cas::read(dir);
-    let ca = cas.cert(CAS[0].1).ok()?;
+    let ca = cas.ca().ok()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";
