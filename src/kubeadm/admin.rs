@@ -13,10 +13,10 @@ use secrecy::ExposeSecret as _;
 
 use super::error::{FileProblem, KubeadmError};
 use super::node;
+use super::node::Cert;
 use super::paths::host;
 use super::record::State;
 use super::seen::Problem;
-use super::trust::Cas;
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 pub(super) const CA: &str = "/etc/kubernetes/pki/ca.crt";
@@ -112,8 +112,8 @@ pub type Admin = Result<Access, KubeadmError>;
 
 impl Access {
     /// admin.conf of the node at `dir` and, once adopt's record `state` (as the caller read
-    /// it, with the node's CAs) names its backup, that backup.
-    pub async fn read(dir: &Path, state: Option<(&State, &Cas<'_>)>) -> Result<Self, KubeadmError> {
+    /// it, with the node's CA certificate as read once) names its backup, that backup.
+    pub async fn read(dir: &Path, state: Option<(&State, &Cert)>) -> Result<Self, KubeadmError> {
         let admin = host(dir, ADMIN);
         let live = node::kubeconfig(&admin, &node::read(dir, ADMIN)?)?;
         let (live_cluster, user) =
@@ -132,7 +132,7 @@ impl Access {
                 // The pair the container could have replaced: the node's CA's.
                 let cert_pem = node::base64_field(&admin, "client-certificate-data", cert)?;
                 let key_pem = node::base64_field(&admin, "client-key-data", key.expose_secret())?;
-                node::sound_pair(&cert_pem, &key_pem, CA, cas.ca())
+                node::sound_pair(&cert_pem, &key_pem, CA, cas)
                     .map_err(|e| KubeadmError::file(&admin, e.of("its client certificate")))?;
                 cluster
             }

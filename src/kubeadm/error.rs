@@ -164,9 +164,8 @@ pub enum FileProblem {
         name: String,
         field: String,
     },
-    /// A file read for a check, said as its reader said it.
     #[error("{0}")]
-    Unreadable(String),
+    Unreadable(Box<KubeadmError>),
     #[error("{what}: {source}")]
     Named {
         what: String,

@@ -76,7 +76,7 @@ fn first_certificate<T>(
     node_path: &str,
     f: impl FnOnce(&Certificate<'_>) -> Result<T, FileProblem>,
 ) -> Result<T, FileProblem> {
-    let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(e.to_string()))?;
+    let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
     let der = crate::pem::first_certificate(text.as_bytes())
         .map_err(|e| FileProblem::NotPem(e).of(node_path))?;
     f(&Certificate::read(&der).map_err(|e| FileProblem::from(e).of(node_path))?)
@@ -169,10 +169,10 @@ pub fn sound_pair(
     cert_pem: &[u8],
     key_pem: &[u8],
     path: &str,
-    ca: Result<&Cert, FileProblem>,
+    ca: &Cert,
 ) -> Result<i64, FileProblem> {
     let der = crate::pem::first_certificate(cert_pem).map_err(FileProblem::NotPem)?;
-    let ca_cert = Certificate::read(&ca?.der).map_err(|e| FileProblem::from(e).of(path))?;
+    let ca_cert = Certificate::read(&ca.der).map_err(|e| FileProblem::from(e).of(path))?;
     let leaf = Certificate::read(&der)?;
     signed_by(&leaf, "it", &ca_cert, path).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {

@@ -96,12 +96,12 @@ pub async fn status(dir: &Path) -> Result<Status, KubeadmError> {
 /// report (unreadable: not judged) at `now`, through admin.conf as adopt's record `state`
 /// says; once adopt has renewed the CA, a warning when it could not be read.
 async fn cluster_info(state: &State, cas: &Cas<'_>, now: i64) -> Option<(bool, String)> {
-    let in_place = &cas.ca().ok()?.der;
+    let ca = cas.ca()?;
     let renewed = (state.trust.get(manifest::CA_BUNDLE)).is_some_and(|b| b.len() > 1);
-    let access = super::admin::Access::read(cas.dir, Some((state, cas)));
+    let access = super::admin::Access::read(cas.dir, Some((state, ca)));
     let read = async { api::cluster_info(&access.await?.client(None)?, api::TIMEOUT / 3).await };
     match read.await {
-        Ok(info) => api::judge(&info.trusted, in_place, now),
+        Ok(info) => api::judge(&info.trusted, &ca.der, now),
         Err(e) => renewed.then(|| {
             let said = format!("ConfigMap kube-public/cluster-info not checked: {e}");
             (false, said)

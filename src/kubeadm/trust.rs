@@ -53,10 +53,19 @@ impl<'a> Cas<'a> {
         Self { dir, read }
     }
 
-    /// `ca`'s certificate (`pki/ca.crt`, the first of [`CAS`]) as read, or why there is none.
-    pub fn ca(&self) -> Result<&Cert, FileProblem> {
-        (self.read[0].as_ref().map(|(ca, _)| ca))
-            .map_err(|e| FileProblem::Unreadable(e.to_string()))
+    /// `ca`'s certificate (`pki/ca.crt`, the first of [`CAS`]) as read; none: unreadable.
+    pub fn ca(&self) -> Option<&Cert> {
+        self.read[0].as_ref().ok().map(|(ca, _)| ca)
+    }
+
+    /// `pki/ca.crt` as read, or why not, taken out as it was said: the command stops on it
+    /// (the plan never looks at it again), so no second copy of the error is ever made.
+    pub fn ca_or_stop(&mut self) -> Result<&Cert, KubeadmError> {
+        let said = KubeadmError::file(&host(self.dir, CAS[0].1), FileProblem::Missing);
+        match &mut self.read[0] {
+            Ok((ca, _)) => Ok(ca),
+            Err(e) => Err(std::mem::replace(e, said)),
+        }
     }
 }
 
@@ -516,7 +525,7 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
 /// once the node is kubeadm's).
 pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
     let cas = Cas::read(dir);
-    let ca = cas.ca().ok()?;
+    let ca = cas.ca()?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";

@@ -100,7 +100,7 @@ pub fn dead_targets(dir: &Path, cas: &[CaEnd]) -> Vec<(String, String)> {
         let ends = || -> Result<_, Problem> {
             let read = |f: &str| read_beneath(dir, &target, f);
             let (crt, key) = (read("tls.crt")?, read("tls.key")?);
-            Ok(node::sound_pair(&crt, &key, &ca, in_place(cas, &ca))?)
+            Ok(node::sound_pair(&crt, &key, &ca, in_place(cas, &ca)?)?)
         };
         match ends() {
             Err(e) => dead.push((target, e.to_string())),

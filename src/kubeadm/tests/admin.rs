@@ -157,8 +157,12 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
 /// admin.conf (and its backup, once adopt's record names one).
 pub(super) async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Value, KubeadmError> {
     let state = crate::kubeadm::record::State::read(d)?.map(|(_, s)| s);
-    let cas = crate::kubeadm::trust::Cas::read(d);
-    let access = crate::kubeadm::admin::Access::read(d, state.as_ref().map(|s| (s, &cas))).await?;
+    let mut cas = crate::kubeadm::trust::Cas::read(d);
+    let ca = match &state {
+        Some(s) => Some((s, cas.ca_or_stop()?)),
+        None => None,
+    };
+    let access = crate::kubeadm::admin::Access::read(d, ca).await?;
     Ok(crate::kubeadm::api::kubeadm_config(&access).await?.0)
 }
 
@@ -198,6 +202,41 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
                 if what == "its client certificate"
                     && matches!(**source, FileProblem::NotNodeCas(_)))),
         "{why}"
+    );
+    assert!(api.requests.lock().expect("lock").is_empty());
+}
+
+/// adopt reads each CA once and judges admin.conf's pair by it: a ca.crt
+/// that cannot be read (a link the container made) is refused as its
+/// reader said it, typed, before anything is asked of the API server.
+#[tokio::test]
+async fn attack_a_link_at_ca_crt_of_an_adopted_node_is_refused_as_read() {
+    let api = ConfigMapApi::start().await;
+    let dir = adopted_node_on(&api);
+    let d = dir.path();
+    fn private_keys(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt as _;
+        for e in std::fs::read_dir(dir).expect("list").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                private_keys(&p);
+            } else if p.extension().is_some_and(|x| x == "key") {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                    .expect("chmod");
+            }
+        }
+    }
+    private_keys(d);
+    let ca = d.join("pki/ca.crt");
+    std::fs::rename(&ca, d.join("pki/ca.crt.real")).expect("move");
+    std::os::unix::fs::symlink("ca.crt.real", &ca).expect("link");
+    let Err(why) = plan::plan(&super::options(d)).await else {
+        panic!("a link at ca.crt was not refused");
+    };
+    assert!(
+        matches!(&why, KubeadmError::File { path, problem }
+            if *path == ca && matches!(**problem, FileProblem::Link(_))),
+        "{why:?}"
     );
     assert!(api.requests.lock().expect("lock").is_empty());
 }
