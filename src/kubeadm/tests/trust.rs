@@ -51,6 +51,16 @@ fn apply(dir: &Path, t: &trust::Trust) {
     }
 }
 
+/// adopt's trust plan of the node at `d` at `now`, the API server out of reach.
+fn planned(
+    d: &Path,
+    now: SystemTime,
+    record: &trust::Record,
+    adopted: bool,
+) -> Result<trust::Trust, crate::kubeadm::error::KubeadmError> {
+    trust::plan(trust::Cas::read(d), now, record, adopted, None)
+}
+
 /// A node whose `ca` runs from `from` to `to` days around now (the other
 /// two CAs not due), adopted now: the node, kubeadm's `ca` certificate,
 /// now, and adopt's trust plan (written).
@@ -61,14 +71,7 @@ fn adopted_with_ca(from: i64, to: i64) -> (tempfile::TempDir, Vec<u8>, SystemTim
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = trust::plan(
-        trust::Cas::read(d.path()),
-        now,
-        &trust::Record::new(),
-        false,
-        None,
-    )
-    .unwrap();
+    let t = planned(d.path(), now, &trust::Record::new(), false).unwrap();
     apply(d.path(), &t);
     (d, ca, now, t)
 }
@@ -82,14 +85,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     let etcd = kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = trust::plan(
-        trust::Cas::read(d.path()),
-        now,
-        &trust::Record::new(),
-        false,
-        None,
-    )
-    .unwrap();
+    let t = planned(d.path(), now, &trust::Record::new(), false).unwrap();
     let due: Vec<_> = t
         .cas
         .iter()
@@ -137,7 +133,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     );
     assert!(cas[0].previous_not_after.is_some());
     assert_eq!(cas[2].previous_not_after_seconds, 0, "{:?}", cas[2]);
-    let again = trust::plan(trust::Cas::read(d.path()), now, &t.record, true, None).unwrap();
+    let again = planned(d.path(), now, &t.record, true).unwrap();
     assert!(
         again.files.is_empty(),
         "{:?}",
@@ -152,7 +148,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     let mut planted = std::fs::read(host(d.path(), CA_BUNDLE)).unwrap();
     planted.extend(crate::pem::encode("CERTIFICATE", &foreign).into_bytes());
     std::fs::write(host(d.path(), CA_BUNDLE), &planted).unwrap();
-    let cleaned = trust::plan(trust::Cas::read(d.path()), now, &t.record, true, None).unwrap();
+    let cleaned = planned(d.path(), now, &t.record, true).unwrap();
     let f = cleaned.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(
         ders(&f.bytes) == [ca, renewed[0].clone()],
@@ -163,14 +159,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     // reports the renewed one in place, in the bundle.
     let later = now + Duration::from_secs(25 * 3600);
     apply(d.path(), &cleaned);
-    let after = trust::plan(
-        trust::Cas::read(d.path()),
-        later,
-        &cleaned.record,
-        true,
-        None,
-    )
-    .unwrap();
+    let after = planned(d.path(), later, &cleaned.record, true).unwrap();
     let f = after.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(ders(&f.bytes) == [renewed[0].clone()], "only the renewal");
     assert_eq!(after.files.len(), 1, "nothing renewed again");
@@ -315,7 +304,7 @@ fn after_two_renewals_status_names_the_end_of_the_oldest_certificate_kept() {
     let (d, orig, now, first) = adopted_with_ca(-3, 17);
     // A re-adopt three days later: the first renewal is due again.
     let later = now + Duration::from_secs(3 * 86_400);
-    let second = trust::plan(trust::Cas::read(d.path()), later, &first.record, true, None).unwrap();
+    let second = planned(d.path(), later, &first.record, true).unwrap();
     assert!(second.cas[0].renewed_to.is_some(), "renewed again");
     apply(d.path(), &second);
     let bundle = ders(&std::fs::read(host(d.path(), CA_BUNDLE)).unwrap());
@@ -377,7 +366,7 @@ fn past_the_old_end_status_keeps_naming_it_until_adopt_leaves_it_out() {
     );
     // The next adopt leaves it out, and status is quiet about it.
     let later = SystemTime::UNIX_EPOCH + Duration::from_secs((end + 60) as u64);
-    let again = trust::plan(trust::Cas::read(d.path()), later, &t.record, true, None).unwrap();
+    let again = planned(d.path(), later, &t.record, true).unwrap();
     apply(d.path(), &again);
     let (gone, w) = trust::status(&trust::Cas::read(d.path()), end + 60, &again.record);
     assert_eq!(gone[0].previous_not_after_seconds, 0);
