@@ -51,14 +51,16 @@ fn apply(dir: &Path, t: &trust::Trust) {
     }
 }
 
-/// adopt's trust plan of the node at `d` at `now`, the API server out of reach.
+/// adopt's trust plan of the node at `d` at `now` (`published`: the cluster's CAs; none:
+/// the API server out of reach).
 fn planned(
     d: &Path,
     now: SystemTime,
     record: &trust::Record,
     adopted: bool,
+    published: Option<&std::collections::BTreeMap<String, String>>,
 ) -> Result<trust::Trust, crate::kubeadm::error::KubeadmError> {
-    trust::plan(trust::Cas::read(d), now, record, adopted, None)
+    trust::plan(trust::Cas::read(d), now, record, adopted, published)
 }
 
 /// A node whose `ca` runs from `from` to `to` days around now (the other
@@ -71,7 +73,7 @@ fn adopted_with_ca(from: i64, to: i64) -> (tempfile::TempDir, Vec<u8>, SystemTim
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = planned(d.path(), now, &trust::Record::new(), false).unwrap();
+    let t = planned(d.path(), now, &trust::Record::new(), false, None).unwrap();
     apply(d.path(), &t);
     (d, ca, now, t)
 }
@@ -85,7 +87,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     kubeadms_ca(d.path(), "front-proxy-ca", "front-proxy-ca", 0, 19);
     let etcd = kubeadms_ca(d.path(), "etcd/ca", "etcd-ca", 0, 19);
     let now = SystemTime::now();
-    let t = planned(d.path(), now, &trust::Record::new(), false).unwrap();
+    let t = planned(d.path(), now, &trust::Record::new(), false, None).unwrap();
     let due: Vec<_> = t
         .cas
         .iter()
@@ -133,7 +135,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     );
     assert!(cas[0].previous_not_after.is_some());
     assert_eq!(cas[2].previous_not_after_seconds, 0, "{:?}", cas[2]);
-    let again = planned(d.path(), now, &t.record, true).unwrap();
+    let again = planned(d.path(), now, &t.record, true, None).unwrap();
     assert!(
         again.files.is_empty(),
         "{:?}",
@@ -148,7 +150,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     let mut planted = std::fs::read(host(d.path(), CA_BUNDLE)).unwrap();
     planted.extend(crate::pem::encode("CERTIFICATE", &foreign).into_bytes());
     std::fs::write(host(d.path(), CA_BUNDLE), &planted).unwrap();
-    let cleaned = planned(d.path(), now, &t.record, true).unwrap();
+    let cleaned = planned(d.path(), now, &t.record, true, None).unwrap();
     let f = cleaned.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(
         ders(&f.bytes) == [ca, renewed[0].clone()],
@@ -159,7 +161,7 @@ fn a_ca_is_renewed_once_due_and_its_bundle_holds_both_certificates_stably() {
     // reports the renewed one in place, in the bundle.
     let later = now + Duration::from_secs(25 * 3600);
     apply(d.path(), &cleaned);
-    let after = planned(d.path(), later, &cleaned.record, true).unwrap();
+    let after = planned(d.path(), later, &cleaned.record, true, None).unwrap();
     let f = after.files.iter().find(|f| f.path == CA_BUNDLE).unwrap();
     assert!(ders(&f.bytes) == [renewed[0].clone()], "only the renewal");
     assert_eq!(after.files.len(), 1, "nothing renewed again");
@@ -304,7 +306,7 @@ fn after_two_renewals_status_names_the_end_of_the_oldest_certificate_kept() {
     let (d, orig, now, first) = adopted_with_ca(-3, 17);
     // A re-adopt three days later: the first renewal is due again.
     let later = now + Duration::from_secs(3 * 86_400);
-    let second = planned(d.path(), later, &first.record, true).unwrap();
+    let second = planned(d.path(), later, &first.record, true, None).unwrap();
     assert!(second.cas[0].renewed_to.is_some(), "renewed again");
     apply(d.path(), &second);
     let bundle = ders(&std::fs::read(host(d.path(), CA_BUNDLE)).unwrap());
@@ -366,7 +368,7 @@ fn past_the_old_end_status_keeps_naming_it_until_adopt_leaves_it_out() {
     );
     // The next adopt leaves it out, and status is quiet about it.
     let later = SystemTime::UNIX_EPOCH + Duration::from_secs((end + 60) as u64);
-    let again = planned(d.path(), later, &t.record, true).unwrap();
+    let again = planned(d.path(), later, &t.record, true, None).unwrap();
     apply(d.path(), &again);
     let (gone, w) = trust::status(&trust::Cas::read(d.path()), end + 60, &again.record);
     assert_eq!(gone[0].previous_not_after_seconds, 0);
@@ -413,14 +415,7 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
     let (a, b) = two_nodes_ca_due();
     let now = SystemTime::now();
     let nothing = std::collections::BTreeMap::new();
-    let ta = trust::plan(
-        trust::Cas::read(a.path()),
-        now,
-        &trust::Record::new(),
-        false,
-        Some(&nothing),
-    )
-    .unwrap();
+    let ta = planned(a.path(), now, &trust::Record::new(), false, Some(&nothing)).unwrap();
     assert!(ta.cas[0].renewed_to.is_some(), "the first node renews");
     apply(a.path(), &ta);
     let published = ta.published.clone().expect("written for the others");
@@ -430,28 +425,14 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
     );
 
     // The second node, while the API server was out of reach: its own.
-    let alone = trust::plan(
-        trust::Cas::read(b.path()),
-        now,
-        &trust::Record::new(),
-        false,
-        None,
-    )
-    .unwrap();
+    let alone = planned(b.path(), now, &trust::Record::new(), false, None).unwrap();
     assert!(alone.published.is_none());
     apply(b.path(), &alone);
     assert_ne!(ca_crt(a.path()), ca_crt(b.path()));
 
     // Its next adopt reaches it: A's renewal taken, the same bundles.
     let later = now + Duration::from_secs(60);
-    let tb = trust::plan(
-        trust::Cas::read(b.path()),
-        later,
-        &alone.record,
-        true,
-        Some(&published),
-    )
-    .unwrap();
+    let tb = planned(b.path(), later, &alone.record, true, Some(&published)).unwrap();
     assert!(
         tb.files
             .iter()
@@ -482,8 +463,8 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
         crate::pem::encode("CERTIFICATE", &kubeadms),
     )
     .unwrap();
-    let tc = trust::plan(
-        trust::Cas::read(c.path()),
+    let tc = planned(
+        c.path(),
         later,
         &trust::Record::new(),
         false,
@@ -495,14 +476,7 @@ fn a_ca_is_renewed_once_for_the_whole_cluster() {
     // Once the cluster's renewal is due itself, the next node renews again
     // and writes the new one for the others.
     let due = now + Duration::from_secs(3 * 86_400);
-    let again = trust::plan(
-        trust::Cas::read(a.path()),
-        due,
-        &ta.record,
-        true,
-        Some(&published),
-    )
-    .unwrap();
+    let again = planned(a.path(), due, &ta.record, true, Some(&published)).unwrap();
     assert!(again.cas[0].renewed_to.is_some());
     let newer = again.published.clone().unwrap();
     assert_ne!(newer["ca.crt"], published["ca.crt"]);
@@ -566,8 +540,8 @@ fn attack_a_published_certificate_that_is_not_the_cas_own_is_refused() {
         ),
     ] {
         let published = std::collections::BTreeMap::from([("ca.crt".to_owned(), pem)]);
-        match trust::plan(
-            trust::Cas::read(a.path()),
+        match planned(
+            a.path(),
             now,
             &trust::Record::new(),
             false,
@@ -655,14 +629,14 @@ fn attack_the_cas_own_certificate_rewritten_without_its_key_is_refused() {
             "front-proxy-ca.crt".to_owned(),
             crate::pem::encode("CERTIFICATE", der),
         )]);
-        let planned = trust::plan(
-            trust::Cas::read(a.path()),
+        let plan = planned(
+            a.path(),
             SystemTime::now(),
             &trust::Record::new(),
             false,
             Some(&published),
         );
-        match planned {
+        match plan {
             Err(KubeadmError::File { path, problem }) => {
                 assert!(
                     path.to_string_lossy()
@@ -705,36 +679,15 @@ fn attack_an_older_renewal_published_again_is_not_taken() {
     let (a, b) = two_nodes_ca_due();
     let now = SystemTime::now();
     let nothing = std::collections::BTreeMap::new();
-    let ta = trust::plan(
-        trust::Cas::read(a.path()),
-        now,
-        &trust::Record::new(),
-        false,
-        Some(&nothing),
-    )
-    .unwrap();
+    let ta = planned(a.path(), now, &trust::Record::new(), false, Some(&nothing)).unwrap();
     apply(a.path(), &ta);
     let older = ta.published.clone().unwrap();
     // B renewed alone a minute later: its renewal ends a minute later.
     let later = now + Duration::from_secs(60);
-    let alone = trust::plan(
-        trust::Cas::read(b.path()),
-        later,
-        &trust::Record::new(),
-        false,
-        None,
-    )
-    .unwrap();
+    let alone = planned(b.path(), later, &trust::Record::new(), false, None).unwrap();
     apply(b.path(), &alone);
     let mine = ca_crt(b.path());
-    let tb = trust::plan(
-        trust::Cas::read(b.path()),
-        later,
-        &alone.record,
-        true,
-        Some(&older),
-    )
-    .unwrap();
+    let tb = planned(b.path(), later, &alone.record, true, Some(&older)).unwrap();
     assert!(
         !tb.files
             .iter()
@@ -749,14 +702,7 @@ fn attack_an_older_renewal_published_again_is_not_taken() {
         Some(&ders(&mine)[0])
     );
     // A takes B's, which ends later: the cluster converges.
-    let ta2 = trust::plan(
-        trust::Cas::read(a.path()),
-        later,
-        &ta.record,
-        true,
-        Some(&written),
-    )
-    .unwrap();
+    let ta2 = planned(a.path(), later, &ta.record, true, Some(&written)).unwrap();
     apply(a.path(), &ta2);
     assert_eq!(ca_crt(a.path()), mine);
 }
