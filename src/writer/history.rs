@@ -9,7 +9,9 @@ use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
 use nix::libc::{ELOOP, ENOENT, ENOTDIR};
 
 use super::error::{Ctx, WriterError};
-use super::layout::{DATA, FOUND_REVISION, HISTORY, REV_PREFIX, RevisionProblem, TMP_PREFIX, own};
+use super::layout::{
+    DATA, FOUND_REVISION, HISTORY, NotOwn, REV_PREFIX, RevisionProblem, TMP_PREFIX, own,
+};
 use super::revision::{
     Revision, fsync, list, open_own, parse_rev, read_file, read_link, read_revision_at, remove_any,
     rev_name,
@@ -38,7 +40,7 @@ pub struct RevisionInfo {
 fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, WriterError> {
     if !fresh {
         #[cfg(test)]
-        super::planted_tests::history_swap();
+        super::planted_tests::history_swap("open");
         match dir.open_dir_nofollow(name) {
             Ok(h) => match h.dir_metadata() {
                 Ok(m) if own(m.uid(), m.mode()).is_ok() => return Ok(h),
@@ -53,7 +55,16 @@ fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, W
     remove_any(dir, name, path)?;
     dir.create_dir_with(name, DirBuilder::new().mode(0o700))
         .ctx("create history", path)?;
-    dir.open_dir_nofollow(name).ctx("open history", path)
+    #[cfg(test)]
+    super::planted_tests::history_swap("made");
+    // What was made is judged as opened too: one swapped in before the open gets nothing.
+    let made = dir.open_dir_nofollow(name).ctx("open history", path)?;
+    let m = made.dir_metadata().ctx("stat history", path)?;
+    own(m.uid(), m.mode()).map_err(|NotOwn { uid, mode }| WriterError::Unowned {
+        dir: path.to_owned(),
+        problem: crate::files::OwnedError::Changeable { uid, mode },
+    })?;
+    Ok(made)
 }
 
 /// `..history` if it is certsync's own ([`open_own`]; one that is not is

@@ -7,7 +7,7 @@
 //! by the test's own user with a mode others may write (and, as root, by
 //! another owner), which is what certsync can tell.
 
-use super::{layout::*, publish::*, revision::*, target::*};
+use super::{WriterError, layout::*, publish::*, revision::*, target::*};
 use crate::bundle::{Bundle, KEY_FILE};
 use std::fs;
 use std::fs::Permissions;
@@ -16,17 +16,26 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 thread_local! {
-    /// A step a test injects into [`history_dir`](super::history) after its
-    /// look at `..history` and before it is opened.
-    static HISTORY_SWAP: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+    /// A step a test injects into [`history_dir`](super::history) at `at`:
+    /// "open", before `..history` is opened; "made", after certsync made
+    /// it and before it opens what it made.
+    static HISTORY_SWAP: std::cell::RefCell<Option<(&'static str, Step)>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs the injected step, once (`history_dir` calls it in tests only).
-pub(super) fn history_swap() {
-    if let Some(step) = HISTORY_SWAP.with(|h| h.borrow_mut().take()) {
+type Step = Box<dyn FnOnce()>;
+
+/// Runs the step injected at `at`, once (`history_dir` calls it in tests only).
+pub(super) fn history_swap(at: &'static str) {
+    let step = HISTORY_SWAP.with(|h| h.borrow_mut().take_if(|(when, _)| *when == at));
+    if let Some((_, step)) = step {
         step();
     }
+}
+
+/// Injects `step` at `at` ([`history_swap`]).
+fn swap_at(at: &'static str, step: impl FnOnce() + 'static) {
+    HISTORY_SWAP.with(|s| *s.borrow_mut() = Some((at, Box::new(step))));
 }
 
 fn bundle(tag: &str) -> Bundle {
@@ -157,12 +166,10 @@ fn attack_a_history_swapped_between_its_check_and_its_open_is_not_used() {
         w.publish(&bundle("b")).unwrap();
         let history = w.target().join(HISTORY);
         let (h, planted_mode) = (history.clone(), mode);
-        HISTORY_SWAP.with(|s| {
-            *s.borrow_mut() = Some(Box::new(move || {
-                fs::rename(&h, h.with_file_name("history-of-certsync")).unwrap();
-                fs::create_dir(&h).unwrap();
-                plant(&h, planted_mode, owner);
-            }))
+        swap_at("open", move || {
+            fs::rename(&h, h.with_file_name("history-of-certsync")).unwrap();
+            fs::create_dir(&h).unwrap();
+            plant(&h, planted_mode, owner);
         });
         w.publish(&bundle("c")).unwrap();
         let ran = HISTORY_SWAP.with(|s| s.borrow().is_none());
@@ -171,6 +178,33 @@ fn attack_a_history_swapped_between_its_check_and_its_open_is_not_used() {
         let ours = (nix::unistd::geteuid().as_raw(), 0o700);
         assert_eq!(m.ok(), Some(ours), "{how}: the planted history was used");
         assert_eq!(w.history().unwrap().len(), 1, "{how}: b's revision is kept");
+    }
+}
+
+/// What certsync made as `..history` is judged as opened too: one swapped
+/// in between the `mkdir` and the open receives nothing.
+#[test]
+fn attack_a_history_swapped_between_its_creation_and_its_open_is_not_used() {
+    for (how, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        w.publish(&bundle("a")).unwrap();
+        let history = w.target().join(HISTORY);
+        fs::remove_dir_all(&history).ok();
+        let h = history.clone();
+        swap_at("made", move || {
+            fs::rename(&h, h.with_file_name("made-by-certsync")).unwrap();
+            fs::create_dir(&h).unwrap();
+            plant(&h, mode, owner);
+        });
+        let published = w.publish(&bundle("b"));
+        let ran = HISTORY_SWAP.with(|s| s.borrow().is_none());
+        assert!(ran, "{how}: the swap did not run");
+        assert!(
+            matches!(published, Err(WriterError::Unowned { .. })),
+            "{how}: {published:?}"
+        );
+        let entries = fs::read_dir(&history).map_or(0, |d| d.count());
+        assert_eq!(entries, 0, "{how}: the planted history received a revision");
     }
 }
 
