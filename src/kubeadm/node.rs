@@ -164,7 +164,7 @@ pub fn signed_by(
 }
 
 /// Checks that `cert_pem` and `key_pem` are a pair the CA at `path` issued, as the command
-/// read it once (`ca`, [`super::trust::Cas::cert`]); its notAfter.
+/// read it once (`ca`, from [`super::trust::Cas`]); its notAfter.
 pub fn sound_pair(
     cert_pem: &[u8],
     key_pem: &[u8],
