@@ -208,6 +208,44 @@ fn attack_a_history_swapped_between_its_creation_and_its_open_is_not_used() {
     }
 }
 
+/// A planted `..history` holding a chain of directories deeper than any
+/// certsync makes is refused by name, never removed by a recursion
+/// without bound (cap-std's overflowed the stack at a few thousand levels
+/// and aborted the daemon at every publish); what certsync removes level
+/// by level is removed whole.
+#[test]
+fn attack_a_planted_history_too_deep_to_remove_is_refused_not_a_crash() {
+    let (_d, w) = setup();
+    w.publish(&bundle("a")).unwrap();
+    let history = w.target().join(HISTORY);
+    fs::remove_dir_all(&history).ok();
+    let deep = |levels: usize| {
+        let mut p = history.clone();
+        for _ in 0..levels {
+            p.push("d");
+        }
+        fs::create_dir_all(&p).unwrap();
+        fs::write(p.join("f"), "x").unwrap();
+        plant(&history, 0o777, None);
+    };
+    deep(crate::beneath::MAX_DEPTH + 1);
+    let refused = w.publish(&bundle("b"));
+    assert!(
+        matches!(&refused, Err(WriterError::Foreign { path, .. }) if path.ends_with("d")),
+        "{refused:?}"
+    );
+    // Within the bound: removed whole and made certsync's own.
+    fs::remove_dir_all(&history).unwrap();
+    deep(crate::beneath::MAX_DEPTH - 1);
+    w.publish(&bundle("c")).unwrap();
+    let m = fs::metadata(&history).unwrap();
+    assert_eq!(
+        (m.uid(), m.mode() & 0o777),
+        (nix::unistd::geteuid().as_raw(), 0o700)
+    );
+    assert!(!history.join("d").exists(), "the planted tree stays");
+}
+
 #[test]
 fn attack_a_history_certsync_did_not_make_is_neither_read_nor_restored() {
     for (how, mode, owner) in plantings() {

@@ -301,8 +301,33 @@ pub(super) fn replace_symlink(
 /// Removes the entry `name` of `dir` of any kind, never following a
 /// symlink. Missing is fine.
 pub(super) fn remove_any(dir: &Dir, name: &str, path: &Path) -> Result<(), WriterError> {
+    remove_at(dir, name.as_ref(), path, 0)
+}
+
+/// [`remove_any`] `depth` directories down: a directory's entries one by
+/// one, at most [`beneath::MAX_DEPTH`] deep, else refused. cap-std's
+/// `remove_dir_all` recurses once per level without a bound: a planted
+/// chain thousands of directories deep overflowed the stack and aborted
+/// certsync at every publish.
+fn remove_at(
+    dir: &Dir,
+    name: &std::ffi::OsStr,
+    path: &Path,
+    depth: usize,
+) -> Result<(), WriterError> {
     match dir.symlink_metadata(name) {
-        Ok(m) if m.is_dir() => dir.remove_dir_all(name).ctx("remove", path),
+        Ok(m) if m.is_dir() && depth >= beneath::MAX_DEPTH => Err(WriterError::Foreign {
+            path: path.to_owned(),
+            what: "a directory tree deeper than certsync removes (remove it by hand)",
+        }),
+        Ok(m) if m.is_dir() => {
+            let sub = dir.open_dir_nofollow(name).ctx("open", path)?;
+            for entry in sub.entries().ctx("list", path)? {
+                let name = entry.ctx("list", path)?.file_name();
+                remove_at(&sub, &name, &path.join(&name), depth + 1)?;
+            }
+            dir.remove_dir(name).ctx("remove", path)
+        }
         Ok(_) => dir.remove_file(name).ctx("remove", path),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).ctx("stat", path),
