@@ -348,9 +348,13 @@ pub(crate) fn api_name(
 /// (`IsDNS1123Subdomain`): no object is named otherwise, so every request
 /// about it would be answered 404; `what` other than "name" takes no dot.
 pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), ConfigError> {
+    use crate::approve::cluster::hostport::{dns1123_label, dns1123_subdomain};
     let ok = s.len() <= max
-        && (what == "name" || !s.contains('.'))
-        && crate::approve::cluster::hostport::dns1123_subdomain(s);
+        && if what == "name" {
+            dns1123_subdomain(s)
+        } else {
+            dns1123_label(s)
+        };
     if ok {
         Ok(())
     } else {
