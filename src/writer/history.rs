@@ -4,17 +4,15 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cap_fs_ext::DirExt;
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
-use nix::libc::{ELOOP, ENOENT, ENOTDIR};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 
 use super::error::{Ctx, WriterError};
 use super::layout::{
-    DATA, FOUND_REVISION, HISTORY, NotOwn, REV_PREFIX, RevisionProblem, TMP_PREFIX, own,
+    DATA, FOUND_REVISION, HISTORY, NotOwn, REV_PREFIX, RevisionProblem, TMP_PREFIX,
 };
 use super::revision::{
-    Revision, fsync, list, open_own, parse_rev, read_file, read_link, read_revision_at, remove_any,
-    rev_name,
+    Found, Revision, fsync, judged, list, parse_rev, read_file, read_link, read_revision_at,
+    remove_any, rev_name,
 };
 use super::target::{Writer, WriterOptions, is_key};
 use crate::bundle::Bundle;
@@ -30,26 +28,15 @@ pub struct RevisionInfo {
 }
 
 /// `name` in `dir` (`path`), a 0700 directory opened without following:
-/// `..history`, kept if it is certsync's own, or a history entry, made
-/// `fresh`. Made where missing; what else is under that name is removed
-/// first, never followed. Judged as opened, never by a look at the name
-/// and an open of it (a swap between the two would receive the revision);
-/// a failure to open or look that says nothing of what is there (EMFILE)
-/// is an error, never taken for "not ours", which would cost every
-/// rollback revision.
+/// `..history`, kept if it is certsync's own ([`judged`]), or a history
+/// entry, made `fresh`. Made where missing; what else is under that name is
+/// removed first, never followed.
 fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, WriterError> {
     if !fresh {
         #[cfg(test)]
         super::planted_tests::history_swap("open");
-        match dir.open_dir_nofollow(name) {
-            Ok(h) => match h.dir_metadata() {
-                Ok(m) if own(m.uid(), m.mode()).is_ok() => return Ok(h),
-                Ok(_) => {}
-                Err(e) => return Err(e).ctx("stat history", path),
-            },
-            // Missing, a link or not a directory: made anew below.
-            Err(e) if matches!(e.raw_os_error(), Some(ENOENT | ELOOP | ENOTDIR)) => {}
-            Err(e) => return Err(e).ctx("open history", path),
+        if let Found::Own(h) = judged(dir, name, path)? {
+            return Ok(h);
         }
     }
     remove_any(dir, name, path)?;
@@ -58,19 +45,23 @@ fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, W
     #[cfg(test)]
     super::planted_tests::history_swap("made");
     // What was made is judged as opened too: one swapped in before the open gets nothing.
-    let made = dir.open_dir_nofollow(name).ctx("open history", path)?;
-    let m = made.dir_metadata().ctx("stat history", path)?;
-    own(m.uid(), m.mode()).map_err(|NotOwn { uid, mode }| WriterError::Unowned {
-        dir: path.to_owned(),
-        problem: crate::files::OwnedError::Changeable { uid, mode },
-    })?;
-    Ok(made)
+    match judged(dir, name, path)? {
+        Found::Own(made) => Ok(made),
+        Found::Planted(Some(NotOwn { uid, mode })) => Err(WriterError::Unowned {
+            dir: path.to_owned(),
+            problem: crate::files::OwnedError::Changeable { uid, mode },
+        }),
+        _ => Err(WriterError::Foreign {
+            path: path.to_owned(),
+            what: "not the directory certsync just made there",
+        }),
+    }
 }
 
-/// `..history` if it is certsync's own ([`open_own`]; one that is not is
+/// `..history` if it is certsync's own ([`judged`]; one that is not is
 /// never read), and its entries by revision number → directory name.
 pub(super) fn history(root: &Dir) -> Result<(Option<Dir>, BTreeMap<u64, String>), WriterError> {
-    let Ok(h) = open_own(root, HISTORY, Path::new(HISTORY)) else {
+    let Found::Own(h) = judged(root, HISTORY, Path::new(HISTORY))? else {
         return Ok((None, BTreeMap::new()));
     };
     let names = list(&h, Path::new(HISTORY))?
@@ -143,9 +134,11 @@ impl Writer {
         let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
             return Ok(());
         };
-        let Ok(src) = open_own(root, dir_name, &src_path) else {
+        let src = match judged(root, dir_name, &src_path)? {
+            Found::Own(src) => src,
+            Found::Missing => return Ok(()),
             // Not certsync's: not to keep, nor to restore later.
-            return remove_any(root, dir_name, &src_path);
+            Found::Planted(_) => return remove_any(root, dir_name, &src_path),
         };
         if self.opts.keep > 1 {
             self.move_to_history(root, rest, &src, &src_path, &list(&src, &src_path)?)?;
@@ -209,21 +202,19 @@ impl Writer {
     /// restore. Whether anything went.
     fn remove_planted_history(&self, root: &Dir) -> Result<bool, WriterError> {
         let path = self.path(HISTORY);
-        if root.symlink_metadata(HISTORY).is_err() {
-            return Ok(false);
-        }
-        let Ok(h) = open_own(root, HISTORY, &path) else {
-            tracing::warn!(path = %path.display(), "removed a ..history certsync did not make; not read");
-            remove_any(root, HISTORY, &path)?;
-            return Ok(true);
+        let h = match judged(root, HISTORY, &path)? {
+            Found::Own(h) => h,
+            Found::Missing => return Ok(false),
+            Found::Planted(_) => {
+                tracing::warn!(path = %path.display(), "removed a ..history certsync did not make; not read");
+                remove_any(root, HISTORY, &path)?;
+                return Ok(true);
+            }
         };
         let mut removed = false;
         for name in list(&h, &path)? {
-            let planted = h
-                .symlink_metadata(&name)
-                .map_or(true, |m| !m.is_dir() || own(m.uid(), m.mode()).is_err());
-            if planted {
-                let entry = path.join(&name);
+            let entry = path.join(&name);
+            if let Found::Planted(_) = judged(&h, &name, &entry)? {
                 tracing::warn!(path = %entry.display(), "removed a history entry certsync did not make; not restored");
                 remove_any(&h, &name, &entry)?;
                 removed = true;

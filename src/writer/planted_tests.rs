@@ -25,6 +25,43 @@ thread_local! {
 
 type Step = Box<dyn FnOnce()>;
 
+thread_local! {
+    /// A name whose open (or look) in a target fails with an errno a test
+    /// chose, once, after as many as it skips: certsync at its open-file
+    /// limit for a moment.
+    static FAILS: std::cell::RefCell<Option<(String, usize, i32)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The failure injected for `name` ([`fail_once`]), taken when due;
+/// certsync's opens in a target call it in tests only.
+pub(super) fn fails(name: &str) -> std::io::Result<()> {
+    FAILS.with(|f| {
+        let mut f = f.borrow_mut();
+        match f.as_mut() {
+            Some((n, 0, errno)) if n == name => {
+                let e = std::io::Error::from_raw_os_error(*errno);
+                *f = None;
+                Err(e)
+            }
+            Some((n, skip, _)) if n == name => {
+                *skip -= 1;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    })
+}
+
+fn fail_once(name: &str, skip: usize, errno: i32) {
+    FAILS.with(|f| *f.borrow_mut() = Some((name.to_owned(), skip, errno)));
+}
+
+fn emfile(r: &Result<impl std::fmt::Debug, WriterError>) -> bool {
+    let emfile = Some(nix::libc::EMFILE);
+    matches!(r, Err(WriterError::Io { source, .. }) if source.raw_os_error() == emfile)
+}
+
 /// Runs the step injected at `at`, once (`history_dir` calls it in tests only).
 pub(super) fn history_swap(at: &'static str) {
     let step = HISTORY_SWAP.with(|h| h.borrow_mut().take_if(|(when, _)| *when == at));
@@ -206,6 +243,52 @@ fn attack_a_history_swapped_between_its_creation_and_its_open_is_not_used() {
         let entries = fs::read_dir(&history).map_or(0, |d| d.count());
         assert_eq!(entries, 0, "{how}: the planted history received a revision");
     }
+}
+
+/// A look at `..history`, or at an entry in it, that fails for a reason
+/// that says nothing of what is there (EMFILE) is an error: never taken
+/// for "not certsync's", which would remove the rollback revisions.
+#[test]
+fn attack_a_history_that_cannot_be_opened_for_a_moment_is_kept() {
+    let (_d, w) = setup();
+    for tag in ["a", "b", "c"] {
+        w.publish(&bundle(tag)).unwrap();
+    }
+    let kept = w.history().unwrap();
+    assert_eq!(kept.len(), 2);
+    let entry = kept.values().next().unwrap().clone();
+    for name in [entry, HISTORY.to_owned()] {
+        fail_once(&name, 0, nix::libc::EMFILE);
+        let opts = WriterOptions {
+            keep: 4,
+            ..Default::default()
+        };
+        let opened = Writer::open(w.target(), opts);
+        assert!(
+            FAILS.with(|f| f.borrow().is_none()),
+            "{name}: not looked at"
+        );
+        assert!(emfile(&opened), "{name}: {:?}", opened.err());
+        assert_eq!(w.history().unwrap(), kept, "{name}: history lost");
+    }
+}
+
+/// The revision `..data` named before a flip that cannot be opened for a
+/// moment (EMFILE) is kept where it is, never removed as not certsync's:
+/// the next publish moves it into history, where a rollback finds it.
+#[test]
+fn attack_a_revision_that_cannot_be_opened_for_a_moment_is_not_removed() {
+    let (_d, w) = setup();
+    let a = bundle("a");
+    w.publish(&a).unwrap();
+    // Its first open is the look for drift before the write; the second, its retirement.
+    fail_once(&live_name(&w), 1, nix::libc::EMFILE);
+    let published = w.publish(&bundle("b"));
+    assert!(emfile(&published), "{published:?}");
+    w.publish(&bundle("c")).unwrap();
+    let revisions = w.revisions().unwrap();
+    let found = revisions.iter().any(|r| r.hash == a.hash().short());
+    assert!(found, "a's revision is lost: {revisions:?}");
 }
 
 /// A planted `..history` holding a chain of directories deeper than any

@@ -41,16 +41,44 @@ pub(super) struct Revision {
     pub(super) meta: BTreeMap<String, FileMeta>,
 }
 
-/// `name` in `parent` (`shown` in messages), opened without following, if it is a
-/// directory of certsync's own ([`own`]); else why not. One that is not is never read.
-pub(super) fn open_own(parent: &Dir, name: &str, shown: &Path) -> Result<Dir, RevisionProblem> {
-    let not = |why: String| RevisionProblem::Unreadable(format!("{}: {why}", shown.display()));
-    let dir = parent
-        .open_dir_nofollow(name)
-        .map_err(|e| not(not_a_dir(e)))?;
-    let m = dir.dir_metadata().map_err(|e| not(e.to_string()))?;
-    own(m.uid(), m.mode()).map_err(|p| not(p.to_string()))?;
-    Ok(dir)
+/// What [`judged`] found under a name in a target.
+pub(super) enum Found {
+    /// A directory of certsync's own ([`own`]), opened.
+    Own(Dir),
+    Missing,
+    /// A link or not a directory (`None`), or a directory that is not
+    /// certsync's own: whoever may write the target may have put it there.
+    Planted(Option<NotOwn>),
+}
+
+/// `name` in `parent` (`shown` in messages), opened without following and
+/// judged as opened (`fstat` of the handle), never by a look at the name
+/// and an open of it: a swap between the two would be trusted. A failure
+/// that says nothing of what is there (EMFILE at the open-file limit) is an
+/// error, never taken for "not ours", which would remove what certsync
+/// keeps (the rollback revisions, the revision just retired).
+pub(super) fn judged(parent: &Dir, name: &str, shown: &Path) -> Result<Found, WriterError> {
+    #[cfg(test)]
+    super::planted_tests::fails(name).ctx("open", shown)?;
+    match parent.open_dir_nofollow(name) {
+        Ok(dir) => {
+            let m = dir.dir_metadata().ctx("stat", shown)?;
+            Ok(match own(m.uid(), m.mode()) {
+                Ok(()) => Found::Own(dir),
+                Err(not) => Found::Planted(Some(not)),
+            })
+        }
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Ok(Found::Missing),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(nix::libc::ELOOP | nix::libc::ENOTDIR)
+            ) =>
+        {
+            Ok(Found::Planted(None))
+        }
+        Err(e) => Err(e).ctx("open", shown),
+    }
 }
 
 pub(super) fn not_a_dir(e: io::Error) -> String {
@@ -61,15 +89,21 @@ pub(super) fn not_a_dir(e: io::Error) -> String {
 }
 
 /// Reads the revision directory `name` of `parent` (never through a
-/// symlink), if it is certsync's own ([`open_own`]): its regular files
-/// with their modes and owners.
+/// symlink), if it is certsync's own ([`judged`]; one that is not is never
+/// read): its regular files with their modes and owners.
 pub(super) fn read_revision_at(
     parent: &Dir,
     name: &str,
     shown: &Path,
 ) -> Result<Revision, RevisionProblem> {
     let unreadable = |e: &dyn std::fmt::Display| RevisionProblem::Unreadable(e.to_string());
-    let dir = open_own(parent, name, shown)?;
+    let not = |why: &dyn std::fmt::Display| unreadable(&format!("{}: {why}", shown.display()));
+    let dir = match judged(parent, name, shown).map_err(|e| unreadable(&e))? {
+        Found::Own(dir) => dir,
+        Found::Missing => return Err(not(&"missing")),
+        Found::Planted(None) => return Err(not(&"not a directory")),
+        Found::Planted(Some(p)) => return Err(not(&p)),
+    };
     let mut rev = Revision::default();
     for name in list(&dir, shown).map_err(|e| unreadable(&e))? {
         let path = shown.join(&name);
