@@ -44,7 +44,8 @@ impl Writer {
         else {
             return Ok(None);
         };
-        let (bundle, mut problem) = match read_revision_at(root, &dir_name, &self.path(&dir_name)) {
+        let (bundle, mut problem) = match read_revision_at(root, &dir_name, &self.path(&dir_name))?
+        {
             Ok(r) => {
                 let problem = self.check_modes(&self.path(&dir_name), &r);
                 (r.bundle, problem)

@@ -100,28 +100,28 @@ impl Writer {
         // entry a planted `..data` names).
         let info = |dir: &Dir, name: &str, shown: PathBuf, rest: &str, current: bool| {
             let (revision, hash) = parse_rev(rest)?;
-            Some(RevisionInfo {
-                revision,
-                hash: hash.to_owned(),
-                current,
-                content: read_revision_at(dir, name, &shown).map(|r| r.bundle),
-                dir: shown,
-            })
+            Some(
+                read_revision_at(dir, name, &shown).map(|content| RevisionInfo {
+                    revision,
+                    hash: hash.to_owned(),
+                    current,
+                    content: content.map(|r| r.bundle),
+                    dir: shown,
+                }),
+            )
         };
-        let mut out: Vec<RevisionInfo> = list(root, &self.target)?
+        let mut out = list(root, &self.target)?
             .iter()
             .filter_map(|n| {
                 let live = live.as_deref() == Some(n.as_str());
                 info(root, n, self.path(n), n.strip_prefix(REV_PREFIX)?, live)
             })
-            .collect();
+            .collect::<Result<Vec<_>, _>>()?;
         if let (Some(h), names) = history(root)? {
             let base = self.path(HISTORY);
-            out.extend(
-                names
-                    .values()
-                    .filter_map(|n| info(&h, n, base.join(n), n, false)),
-            );
+            for n in names.values() {
+                out.extend(info(&h, n, base.join(n), n, false).transpose()?);
+            }
         }
         out.sort_by_key(|r| std::cmp::Reverse(r.revision));
         Ok(out)

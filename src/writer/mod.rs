@@ -107,10 +107,14 @@ impl Writer {
         self.only_ours(&root)?;
         self.hold_claim(&root)?;
         let _lock = self.lock(&root)?;
-        let pin = read_pin(&root).or_else(|problem| {
-            tracing::warn!(target_dir = %self.target.display(), %problem, "removed a ..pin certsync did not write; not obeyed");
-            remove_any(&root, PIN, &self.path(PIN)).map(|()| None)
-        })?;
+        let pin = match read_pin(&root) {
+            Err(WriterError::Pin(problem)) => {
+                tracing::warn!(target_dir = %self.target.display(), %problem, "removed a ..pin certsync did not write; not obeyed");
+                remove_any(&root, PIN, &self.path(PIN))?;
+                None
+            }
+            pin => pin?,
+        };
         if let Some((pinned, replaced)) = pin {
             let hash = bundle.hash().to_string();
             // An issuing source offers a new pair every time: none of them

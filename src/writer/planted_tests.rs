@@ -291,6 +291,56 @@ fn attack_a_revision_that_cannot_be_opened_for_a_moment_is_not_removed() {
     assert!(found, "a's revision is lost: {revisions:?}");
 }
 
+/// The live revision that cannot be opened for a moment (EMFILE) at the
+/// look for drift is not drift: taken for it, the unchanged content was
+/// written again (a reload, a drift Event) and the oldest rollback
+/// revision pruned.
+#[test]
+fn attack_a_live_revision_that_cannot_be_opened_for_a_moment_is_not_drift() {
+    let (_d, w) = setup();
+    let [a, b, c, d] = ["a", "b", "c", "d"].map(bundle);
+    for x in [&a, &b, &c, &d] {
+        w.publish(x).unwrap();
+    }
+    // The same content again: nothing to write.
+    assert!(matches!(w.publish(&d), Ok(Outcome::Unchanged { .. })));
+    let before = w.revisions().unwrap();
+    assert_eq!(before.len(), 4, "{before:?}");
+    // The first open of the live revision is the look for drift.
+    fail_once(&live_name(&w), 0, nix::libc::EMFILE);
+    let published = w.publish(&d);
+    assert!(
+        FAILS.with(|f| f.borrow().is_none()),
+        "the live revision was not looked at"
+    );
+    let revisions = w.revisions().unwrap();
+    let found = revisions.iter().any(|r| r.hash == a.hash().short());
+    assert!(found, "a's revision is lost ({published:?}): {revisions:?}");
+    assert!(
+        emfile(&published) || matches!(published, Ok(Outcome::Unchanged { .. })),
+        "an open that failed for a moment was taken for drift: {published:?}"
+    );
+}
+
+/// A pin that cannot be read for a moment (EMFILE) is an error, never
+/// taken for "no pin": the publish of the content it replaced would undo
+/// the operator's rollback.
+#[test]
+fn attack_a_pin_that_cannot_be_read_for_a_moment_is_not_taken_for_none() {
+    let (_d, w) = setup();
+    let (a, b) = (bundle("a"), bundle("b"));
+    w.publish(&a).unwrap();
+    w.publish(&b).unwrap();
+    w.rollback(None, |_| Ok(())).unwrap();
+    assert!(live_name(&w).ends_with(&a.hash().short()));
+    fail_once(PIN, 0, nix::libc::EMFILE);
+    let published = w.publish(&b);
+    assert!(FAILS.with(|f| f.borrow().is_none()), "the pin was not read");
+    assert!(emfile(&published), "{published:?}");
+    let live = live_name(&w);
+    assert!(live.ends_with(&a.hash().short()), "rollback undone: {live}");
+}
+
 /// A planted `..history` holding a chain of directories deeper than any
 /// certsync makes is refused by name, never removed by a recursion
 /// without bound (cap-std's overflowed the stack at a few thousand levels

@@ -90,30 +90,44 @@ pub(super) fn not_a_dir(e: io::Error) -> String {
 
 /// Reads the revision directory `name` of `parent` (never through a
 /// symlink), if it is certsync's own ([`judged`]; one that is not is never
-/// read): its regular files with their modes and owners.
+/// read): its regular files with their modes and owners. `Err`: it could not
+/// be looked at (an open or read failing for a reason that says nothing of
+/// what is there, EMFILE), never taken for a revision that is unreadable,
+/// which drift would write again and a rollback would refuse.
 pub(super) fn read_revision_at(
     parent: &Dir,
     name: &str,
     shown: &Path,
-) -> Result<Revision, RevisionProblem> {
-    let unreadable = |e: &dyn std::fmt::Display| RevisionProblem::Unreadable(e.to_string());
+) -> Result<Result<Revision, RevisionProblem>, WriterError> {
+    let unreadable =
+        |e: &dyn std::fmt::Display| Ok(Err(RevisionProblem::Unreadable(e.to_string())));
     let not = |why: &dyn std::fmt::Display| unreadable(&format!("{}: {why}", shown.display()));
-    let dir = match judged(parent, name, shown).map_err(|e| unreadable(&e))? {
+    let dir = match judged(parent, name, shown)? {
         Found::Own(dir) => dir,
-        Found::Missing => return Err(not(&"missing")),
-        Found::Planted(None) => return Err(not(&"not a directory")),
-        Found::Planted(Some(p)) => return Err(not(&p)),
+        Found::Missing => return not(&"missing"),
+        Found::Planted(None) => return not(&"not a directory"),
+        Found::Planted(Some(p)) => return not(&p),
     };
     let mut rev = Revision::default();
-    for name in list(&dir, shown).map_err(|e| unreadable(&e))? {
+    for name in list(&dir, shown)? {
         let path = shown.join(&name);
-        let (bytes, meta) = read_file(&dir, &name, &path).map_err(|e| unreadable(&e))?;
-        rev.bundle
-            .insert(&name, bytes, path.display().to_string())
-            .map_err(|e| unreadable(&e))?;
+        let (bytes, meta) = match read_file(&dir, &name, &path) {
+            Ok(read) => read,
+            Err(PathError::Io { path, source }) => {
+                return Err(WriterError::Io {
+                    op: "read",
+                    path,
+                    source,
+                });
+            }
+            Err(e) => return unreadable(&e),
+        };
+        if let Err(e) = rev.bundle.insert(&name, bytes, path.display().to_string()) {
+            return unreadable(&e);
+        }
         rev.meta.insert(name, meta);
     }
-    Ok(rev)
+    Ok(Ok(rev))
 }
 
 /// Whether a revision's files are as certsync wrote them: one link each
@@ -187,6 +201,11 @@ pub(super) fn read_file(
     path: &Path,
 ) -> Result<(Vec<u8>, FileMeta), PathError> {
     use std::os::fd::AsFd as _;
+    #[cfg(test)]
+    super::planted_tests::fails(name).map_err(|source| PathError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
     let start = Start::Beneath(dir.as_fd(), path.parent().unwrap_or(Path::new("")));
     let walked = beneath::walk(start, Path::new(name), Links::Refuse, &mut |_| Ok(())).map_err(
         |e| match e {

@@ -27,7 +27,18 @@ pub struct RolledBack {
 pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterError> {
     let (bytes, (mode, uid, _, links)) = match read_file(root, PIN, Path::new(PIN)) {
         Ok(read) => read,
-        Err(PathError::Io { .. }) => return Ok(None),
+        Err(PathError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        // A read that failed for a moment (EMFILE) is no proof of no pin:
+        // taken for none, the next publish undid the operator's rollback.
+        Err(PathError::Io { path, source }) => {
+            return Err(WriterError::Io {
+                op: "read",
+                path,
+                source,
+            });
+        }
         Err(e) => return Err(WriterError::Pin(e.to_string())),
     };
     let pin = |p: String| WriterError::Pin(format!("{PIN}: {p}"));
@@ -97,7 +108,7 @@ impl Writer {
         };
         let shown = self.path(HISTORY).join(name);
         let revision = h.ok_or_else(|| err(WriterError::NoHistory)).and_then(|h| {
-            read_revision_at(&h, name, &shown)
+            read_revision_at(&h, name, &shown)?
                 .and_then(|r| as_written(&r, &shown).map(|()| r))
                 .and_then(|r| unchanged(&r, name, &shown).map(|()| r))
                 .and_then(|r| certsyncs_own(&r, &shown).map(|()| r))
