@@ -198,7 +198,7 @@ impl Writer {
     }
 
     /// Removes a `..history` that is not certsync's own, and entries in it
-    /// that are not ([`own`]): whoever made them chose what `rollback` would
+    /// that are not ([`judged`]): whoever made them chose what `rollback` would
     /// restore. Whether anything went.
     fn remove_planted_history(&self, root: &Dir) -> Result<bool, WriterError> {
         let path = self.path(HISTORY);
