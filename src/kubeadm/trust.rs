@@ -284,7 +284,7 @@ fn cluster_certs(
             if x.spki() != ca.spki {
                 return Err(refuse("another key"));
             }
-            node::signed_by(&x, "it", &in_place, "the CA")
+            node::signed_by(&x, "it", ca, "the CA")
                 .map_err(|_| refuse("not signed by the CA's key"))?;
             crate::x509::strict_certificate(&c)
                 .map_err(|e| KubeadmError::file(&at, FileProblem::NotAsGoReads(Box::new(e))))?;
