@@ -18,7 +18,6 @@ use super::error::{FileProblem, KubeadmError, RevertError};
 use super::paths::host;
 use super::plan;
 use super::record::{State, read_backup, read_backup_text};
-use super::trust::Ca;
 use crate::validate::rfc3339;
 
 /// revert issues again, rather than hands back, a kubeadm certificate ending this soon.
@@ -38,8 +37,8 @@ pub(super) struct Handback {
 }
 
 /// What revert writes for each pair and kubeconfig adopt's record names, computed before
-/// revert changes anything; refused when the node has one the record lacks. With pki/ca.crt
-/// as read (none: unreadable, and no kubeconfig needs it): revert never writes it.
+/// revert changes anything, and pki/ca.crt as read (none: unreadable, no kubeconfig needing
+/// it), which revert never writes; refused when the node has one the record lacks.
 pub(super) fn handbacks(
     dir: &Path,
     state: &State,
@@ -89,7 +88,7 @@ fn kubeconfig(
     dir: &Path,
     node_path: &str,
     backup: &str,
-    (ca, renewal): &Ca,
+    (ca, renewal): &(super::node::Cert, String),
     deadline: i64,
 ) -> Result<Handback, KubeadmError> {
     let (at, text) = read_backup_text(dir, backup, node_path)?;

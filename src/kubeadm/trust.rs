@@ -29,13 +29,9 @@ use crate::pem::encode;
 use crate::validate::{rfc3339, unix_seconds};
 use crate::x509::Certificate;
 
-/// One of kubeadm's CAs ([`CAS`]) as one command reads it ([`read_ca`]): its certificate and
-/// the file's text.
-pub type Ca = (Cert, String);
-
 /// The CA certificate at `node_path`, read once through the no-link reader, as exactly one
 /// certificate, parsed, and the file's text.
-pub fn read_ca(dir: &Path, node_path: &str) -> Result<Ca, KubeadmError> {
+pub fn read_ca(dir: &Path, node_path: &str) -> Result<(Cert, String), KubeadmError> {
     let (at, text) = (host(dir, node_path), node::read(dir, node_path)?);
     let [der] = (node::certificates(&at, text.as_bytes())?.try_into()).map_err(|all: Vec<_>| {
         KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
@@ -49,7 +45,7 @@ pub fn read_ca(dir: &Path, node_path: &str) -> Result<Ca, KubeadmError> {
 /// as its error, which status reports and adopt stops on ([`Cas::all`]).
 pub struct Cas<'a> {
     pub dir: &'a Path,
-    read: Vec<Result<Ca, KubeadmError>>,
+    read: Vec<Result<(Cert, String), KubeadmError>>,
 }
 
 impl<'a> Cas<'a> {
@@ -64,7 +60,7 @@ impl<'a> Cas<'a> {
     }
 
     /// Each CA as read, in [`CAS`]' order, or the first one's error as it was said.
-    pub fn all(self) -> Result<Vec<Ca>, KubeadmError> {
+    pub fn all(self) -> Result<Vec<(Cert, String)>, KubeadmError> {
         self.read.into_iter().collect()
     }
 }
@@ -141,7 +137,7 @@ const BACKDATE_SECS: i64 = crate::source::ca::BACKDATE.as_secs() as i64;
 /// certificates (`published`; `None`: the API server out of reach).
 pub fn plan(
     dir: &Path,
-    cas: Vec<Ca>,
+    cas: Vec<(Cert, String)>,
     now: SystemTime,
     record: &Record,
     adopted: bool,
@@ -523,11 +519,10 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
 /// After revert: kubelet.conf lacking the CA in place, `ca` as revert's plan read it (revert
 /// never writes it; none: unreadable), as nothing watches it once the node is kubeadm's.
 pub(super) fn kubelet_conf_after_revert(dir: &Path, ca: Option<&Cert>, now: i64) -> Option<String> {
-    let ca = ca?;
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";
-    kubelet_trust(dir, &ca.der, now, fix).map(|(_, why)| why)
+    kubelet_trust(dir, &ca?.der, now, fix).map(|(_, why)| why)
 }
 
 /// When `trusted` (what `who` trusts) lacks the CA `der`: a problem (`true`,
