@@ -37,23 +37,30 @@ pub(super) struct Handback {
 }
 
 /// What revert writes for each pair and kubeconfig adopt's record names, computed before
-/// revert changes anything; refused when the node has one the record lacks.
-pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
+/// revert changes anything, and pki/ca.crt as read (none: unreadable, no kubeconfig needing
+/// it), which revert never writes; refused when the node has one the record lacks.
+pub(super) fn handbacks(
+    dir: &Path,
+    state: &State,
+) -> Result<(Vec<Handback>, Option<super::node::Cert>), KubeadmError> {
     let missing = plan::unrecorded(dir, state);
     if !missing.is_empty() {
         return Err(RevertError::Unrecorded { missing }.into());
     }
     let deadline = crate::validate::unix_seconds(std::time::SystemTime::now()) + REVERT_MARGIN_SECS;
     // A CA renewed since goes into each kubeconfig's CA data; from pki/ca.crt, which
-    // certsync's container cannot write.
-    let renewal = match state.kubeconfigs.is_empty() {
-        true => String::new(),
-        false => super::node::read(dir, CA)?,
-    };
+    // certsync's container cannot write, read once.
     let mut all = Vec::new();
-    for (k, backup) in &state.kubeconfigs {
-        all.push(kubeconfig(dir, k, backup, renewal.as_bytes(), deadline)?);
-    }
+    let ca = match super::trust::read_ca(dir, CA) {
+        Ok(ca) => {
+            for (k, backup) in &state.kubeconfigs {
+                all.push(kubeconfig(dir, k, backup, &ca, deadline)?);
+            }
+            Some(ca.0)
+        }
+        Err(_) if state.kubeconfigs.is_empty() => None,
+        Err(e) => return Err(e),
+    };
     for (prefix, backup) in &state.pairs {
         let (crt, key) = (format!("{prefix}.crt"), format!("{prefix}.key"));
         let (at, kubeadms) = read_backup(dir, backup, &crt)?;
@@ -74,14 +81,14 @@ pub(super) fn handbacks(dir: &Path, state: &State) -> Result<Vec<Handback>, Kube
         let bytes = new.map_or(kubeadms, String::into_bytes);
         all.push(handback(crt, bytes, reissued));
     }
-    Ok(all)
+    Ok((all, ca))
 }
 
 fn kubeconfig(
     dir: &Path,
     node_path: &str,
     backup: &str,
-    renewal: &[u8],
+    (ca, renewal): &(super::node::Cert, String),
     deadline: i64,
 ) -> Result<Handback, KubeadmError> {
     let (at, text) = read_backup_text(dir, backup, node_path)?;
@@ -96,7 +103,7 @@ fn kubeconfig(
         Some(pem) => with_client_certificate(&at, &text, data, &b64.encode(pem))?,
         None => text,
     };
-    let both = ca_data_with(&at, &text, renewal)?;
+    let both = ca_data_with(&at, &text, (renewal.as_bytes(), &ca.der))?;
     Ok(Handback {
         node_path: node_path.to_owned(),
         backup: Some(backup.to_owned()),
@@ -185,26 +192,24 @@ pub(super) fn with_client_certificate(
     Ok(edited)
 }
 
-/// `text` with `renewal` (one CA certificate) appended to its one cluster's CA data;
-/// `None` when that data already holds it or there is none (the system's roots). Data that
-/// is not PEM certificates only is refused: what it trusts cannot be judged.
+/// `text` with `renewal` (one CA certificate, `renewal_der`) appended to its one cluster's
+/// CA data; `None` when that data already holds it or there is none (the system's roots).
+/// Data that is not PEM certificates only is refused: what it trusts cannot be judged.
 pub(super) fn ca_data_with(
     at: &Path,
     text: &str,
-    renewal: &[u8],
+    (renewal, renewal_der): (&[u8], &[u8]),
 ) -> Result<Option<String>, KubeadmError> {
     let bad = |problem: crate::writer::WriterError| KubeadmError::file(at, problem);
     let one = crate::writer::CaCluster::One;
     let Some(mut both) = crate::writer::ca_data(text, one).map_err(bad)? else {
         return Ok(None);
     };
-    let renewal_der = crate::pem::exactly_one(renewal, SectionKind::Certificate)
-        .map_err(|e| KubeadmError::file(Path::new(CA), e))?;
     let held = crate::pem::certificates(&both).map_err(|e| {
         let field = "certificate-authority-data";
         KubeadmError::file(at, FileProblem::Pem(e).of(field))
     })?;
-    if held.contains(&renewal_der) {
+    if held.iter().any(|h| h == renewal_der) {
         return Ok(None);
     }
     if !both.ends_with(b"\n") {

@@ -135,17 +135,17 @@ pub fn issued_by(
     in_place: Result<&Cert, FileProblem>,
 ) -> Result<(), FileProblem> {
     first_certificate(dir, template, |leaf| {
-        let ca_cert = Certificate::read(&in_place?.der).map_err(|e| FileProblem::from(e).of(ca))?;
-        signed_by(leaf, template, &ca_cert, ca)
+        signed_by(leaf, template, in_place?, ca)
     })
 }
 
 pub fn signed_by(
     leaf: &Certificate<'_>,
     template: &str,
-    ca_cert: &Certificate<'_>,
+    in_place: &Cert,
     ca: &str,
 ) -> Result<(), FileProblem> {
+    let ca_cert = Certificate::read(&in_place.der).map_err(|e| FileProblem::from(e).of(ca))?;
     if leaf.issuer() != ca_cert.subject() {
         return Err(FileProblem::OtherIssuer {
             template: template.to_owned(),
@@ -172,9 +172,8 @@ pub fn sound_pair(
     ca: &Cert,
 ) -> Result<i64, FileProblem> {
     let der = crate::pem::first_certificate(cert_pem).map_err(FileProblem::NotPem)?;
-    let ca_cert = Certificate::read(&ca.der).map_err(|e| FileProblem::from(e).of(path))?;
     let leaf = Certificate::read(&der)?;
-    signed_by(&leaf, "it", &ca_cert, path).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
+    signed_by(&leaf, "it", ca, path).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
         Ok(true) => Ok(leaf.validity().1),
         Ok(false) => Err(FileProblem::KeyMismatch),

@@ -114,13 +114,9 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let bootstrap = super::audit::kubelet_bootstrap(dir, adopted, current.as_ref())
         .map_err(|r| KubeadmError::refused(dir, *r))?;
     // Each CA read once: admin.conf's pair (once adopt backed admin.conf up) and the trust
-    // plan both judge by it; a ca.crt that pair needs and that could not be read stops here.
-    let mut cas = trust::Cas::read(dir);
-    let checked = match state.filter(|s| s.kubeconfigs.contains_key(super::admin::ADMIN)) {
-        Some(s) => Some((s, cas.ca_or_stop()?)),
-        None => None,
-    };
-    let admin = super::admin::Access::read(dir, checked).await;
+    // plan both judge by it; one that could not be read stops here.
+    let cas = trust::Cas::read(dir).all()?;
+    let admin = super::admin::Access::read(dir, state.map(|s| (s, &cas[0].0))).await;
     let (stored, from) = cluster_configuration(opts, &admin).await?;
     let parsed = component_manifests(dir)?;
     let none = Default::default();
@@ -131,6 +127,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         None => Err(None),
     };
     let trust = trust::plan(
+        dir,
         cas,
         opts.now,
         record,

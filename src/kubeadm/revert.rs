@@ -23,6 +23,8 @@ pub struct RevertPlan {
     pub newest: String,
     pub pod: Option<pod::Current>,
     pub handbacks: Vec<Handback>,
+    /// pki/ca.crt as the plan read it (none: unreadable): kubelet.conf is judged by it after.
+    pub ca: Option<super::node::Cert>,
     /// The manifests, `backup` `None` when adopt's changes are taken out of the one in place.
     pub manifests: Vec<Handback>,
     /// certsync's own files, moved or purged: its targets first, `targets` of them.
@@ -57,10 +59,12 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     let pod = pod::Current::read(dir)?;
     super::audit::kubelet_bootstrap(dir, true, pod.as_ref()).map_err(RevertError::Planted)?;
     let moving: Vec<String> = own.iter().cloned().chain([STATE.to_owned()]).collect();
+    let (handbacks, ca) = handbacks(dir, &state)?;
     Ok(Some(RevertPlan {
         newest: state.backups.last().cloned().unwrap_or_default(),
         pod,
-        handbacks: handbacks(dir, &state)?,
+        handbacks,
+        ca,
         manifests: manifests(dir, &state)?,
         dirs: tidy(dir, &state.made_dirs, &moving, true),
         targets: targets.len(),

@@ -34,7 +34,7 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     let timeout = opts.api_server_timeout;
     let back = super::wait::api_server_back(&opts.dir, &admin, api_server, timeout, did).await?;
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
-    let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, now)
+    let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, plan.ca.as_ref(), now)
         .map(|w| format!("warning: {w}\n"))
         .unwrap_or_default();
     Ok(plan.report(Some((&back, &kubelet))))

@@ -29,27 +29,28 @@ use crate::pem::encode;
 use crate::validate::{rfc3339, unix_seconds};
 use crate::x509::Certificate;
 
+/// The CA certificate at `node_path`, read once through the no-link reader, as exactly one
+/// certificate, parsed, and the file's text.
+pub fn read_ca(dir: &Path, node_path: &str) -> Result<(Cert, String), KubeadmError> {
+    let (at, text) = (host(dir, node_path), node::read(dir, node_path)?);
+    let [der] = (node::certificates(&at, text.as_bytes())?.try_into()).map_err(|all: Vec<_>| {
+        KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
+    })?;
+    let cert = Cert::parse(der).map_err(|e| KubeadmError::file(&at, e))?;
+    Ok((cert, text))
+}
+
 /// kubeadm's CAs ([`CAS`]) as one command reads them, for its plan (then [`in_place`]),
-/// status and admin.conf's pair check: each file once, through the no-link reader, as exactly
-/// one certificate, parsed; an unreadable one kept as its error, to be reported or refused.
+/// status and admin.conf's pair check: each file once ([`read_ca`]); an unreadable one kept
+/// as its error, which status reports and adopt stops on ([`Cas::all`]).
 pub struct Cas<'a> {
     pub dir: &'a Path,
     read: Vec<Result<(Cert, String), KubeadmError>>,
 }
 
 impl<'a> Cas<'a> {
-    /// Each CA certificate (exactly one in its file) and the file's text.
     pub fn read(dir: &'a Path) -> Self {
-        let one = |node_path| {
-            let (at, text) = (host(dir, node_path), node::read(dir, node_path)?);
-            let [der] =
-                (node::certificates(&at, text.as_bytes())?.try_into()).map_err(|all: Vec<_>| {
-                    KubeadmError::file(&at, FileProblem::NotOneCertificate(all.len()))
-                })?;
-            let cert = Cert::parse(der).map_err(|e| KubeadmError::file(&at, e))?;
-            Ok((cert, text))
-        };
-        let read = CAS.iter().map(|(_, c, _)| one(c)).collect();
+        let read = CAS.iter().map(|(_, c, _)| read_ca(dir, c)).collect();
         Self { dir, read }
     }
 
@@ -58,14 +59,9 @@ impl<'a> Cas<'a> {
         self.read[0].as_ref().ok().map(|(ca, _)| ca)
     }
 
-    /// `pki/ca.crt` as read, or why not, taken out as it was said: the command stops on it
-    /// (the plan never looks at it again), so no second copy of the error is ever made.
-    pub fn ca_or_stop(&mut self) -> Result<&Cert, KubeadmError> {
-        let said = KubeadmError::file(&host(self.dir, CAS[0].1), FileProblem::Missing);
-        match &mut self.read[0] {
-            Ok((ca, _)) => Ok(ca),
-            Err(e) => Err(std::mem::replace(e, said)),
-        }
+    /// Each CA as read, in [`CAS`]' order, or the first one's error as it was said.
+    pub fn all(self) -> Result<Vec<(Cert, String)>, KubeadmError> {
+        self.read.into_iter().collect()
     }
 }
 
@@ -140,7 +136,8 @@ const BACKDATE_SECS: i64 = crate::source::ca::BACKDATE.as_secs() as i64;
 /// The renewals and bundles at `now`, from adopt's `record` and the cluster's
 /// certificates (`published`; `None`: the API server out of reach).
 pub fn plan(
-    cas: Cas<'_>,
+    dir: &Path,
+    cas: Vec<(Cert, String)>,
     now: SystemTime,
     record: &Record,
     adopted: bool,
@@ -150,9 +147,7 @@ pub fn plan(
     let mut trust = Trust::default();
     let mut bundles = Vec::new();
     let mut cluster = BTreeMap::new();
-    let dir = cas.dir;
-    for ((name, cert, bundle), read) in CAS.into_iter().zip(cas.read) {
-        let (ca, text) = read?;
+    for ((name, cert, bundle), (ca, text)) in CAS.into_iter().zip(cas) {
         let (der, from, to) = (&ca.der, ca.not_before, ca.not_after);
         crate::x509::strict_certificate(der).map_err(|e| {
             KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
@@ -285,7 +280,7 @@ fn cluster_certs(
             if x.spki() != ca.spki {
                 return Err(refuse("another key"));
             }
-            node::signed_by(&x, "it", &in_place, "the CA")
+            node::signed_by(&x, "it", ca, "the CA")
                 .map_err(|_| refuse("not signed by the CA's key"))?;
             crate::x509::strict_certificate(&c)
                 .map_err(|e| KubeadmError::file(&at, FileProblem::NotAsGoReads(Box::new(e))))?;
@@ -521,15 +516,13 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
     }
 }
 
-/// After revert: kubelet.conf lacking the CA in place (nothing watches it
-/// once the node is kubeadm's).
-pub(super) fn kubelet_conf_after_revert(dir: &Path, now: i64) -> Option<String> {
-    let cas = Cas::read(dir);
-    let ca = cas.ca()?;
+/// After revert: kubelet.conf lacking the CA in place, `ca` as revert's plan read it (revert
+/// never writes it; none: unreadable), as nothing watches it once the node is kubeadm's.
+pub(super) fn kubelet_conf_after_revert(dir: &Path, ca: Option<&Cert>, now: i64) -> Option<String> {
     let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
                certificate-authority-data and restart the kubelet, on this node and every node \
                whose kubelet.conf was made before the renewal";
-    kubelet_trust(dir, &ca.der, now, fix).map(|(_, why)| why)
+    kubelet_trust(dir, &ca?.der, now, fix).map(|(_, why)| why)
 }
 
 /// When `trusted` (what `who` trusts) lacks the CA `der`: a problem (`true`,

@@ -157,11 +157,8 @@ async fn attack_admin_conf_fields_kubeadm_never_writes_are_refused_naming_them()
 /// admin.conf (and its backup, once adopt's record names one).
 pub(super) async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Value, KubeadmError> {
     let state = crate::kubeadm::record::State::read(d)?.map(|(_, s)| s);
-    let mut cas = crate::kubeadm::trust::Cas::read(d);
-    let ca = match &state {
-        Some(s) => Some((s, cas.ca_or_stop()?)),
-        None => None,
-    };
+    let cas = crate::kubeadm::trust::Cas::read(d).all()?;
+    let ca = state.as_ref().map(|s| (s, &cas[0].0));
     let access = crate::kubeadm::admin::Access::read(d, ca).await?;
     Ok(crate::kubeadm::api::kubeadm_config(&access).await?.0)
 }

@@ -256,22 +256,20 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD;
     let old = crate::pem::encode("CERTIFICATE", b"\x30\x03\x02\x01\x01");
-    let renewed = crate::pem::encode("CERTIFICATE", b"\x30\x03\x02\x01\x02");
+    let renewed_der = b"\x30\x03\x02\x01\x02";
+    let renewed_pem = crate::pem::encode("CERTIFICATE", renewed_der);
+    let renewed = (renewed_pem.as_bytes(), &renewed_der[..]);
     let text = format!(
         "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://10.0.0.1:6443\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: kubernetes-admin\n  name: kubernetes-admin@kubernetes\ncurrent-context: kubernetes-admin@kubernetes\nkind: Config\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: Zm9v\n",
         b64.encode(&old)
     );
     let at = Path::new("backup/admin.conf");
-    let both = ca_data_with(at, &text, renewed.as_bytes())
+    let both = ca_data_with(at, &text, renewed)
         .expect("read")
         .expect("the renewal added");
-    let want = b64.encode(format!("{old}{renewed}"));
+    let want = b64.encode(format!("{old}{renewed_pem}"));
     assert_eq!(both, text.replace(&b64.encode(&old), &want));
-    assert!(
-        ca_data_with(at, &both, renewed.as_bytes())
-            .expect("read")
-            .is_none()
-    );
+    assert!(ca_data_with(at, &both, renewed).expect("read").is_none());
     let two = text.replace(
         "contexts:",
         &format!(
@@ -284,7 +282,7 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
         Err(e) => panic!("refused, not for the file: {e}"),
         Ok(_) => panic!("accepted"),
     };
-    let f = found(ca_data_with(at, &two, renewed.as_bytes()));
+    let f = found(ca_data_with(at, &two, renewed));
     use crate::writer::WriterError;
     let edit = |f| match f {
         FileProblem::KubeconfigCa(e) => e,
@@ -296,16 +294,12 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     let f = found(ca_data_with(
         at,
         &text.replace(&data, "not*base64"),
-        renewed.as_bytes(),
+        renewed,
     ));
     let e = edit(f);
     assert!(matches!(e, WriterError::NotBase64(_)), "{e}");
     let unended = b64.encode("-----BEGIN CERTIFICATE-----\nMAMCAQE=\n");
-    let f = found(ca_data_with(
-        at,
-        &text.replace(&data, &unended),
-        renewed.as_bytes(),
-    ));
+    let f = found(ca_data_with(at, &text.replace(&data, &unended), renewed));
     assert!(
         matches!(
             &f,
@@ -317,7 +311,7 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     // The same value a second time (a YAML comment, another field): which
     // one to replace is a guess, and a wrong one changes another field.
     let twice = format!("{text}# {data}\n");
-    let f = found(ca_data_with(at, &twice, renewed.as_bytes()));
+    let f = found(ca_data_with(at, &twice, renewed));
     let e = edit(f);
     assert!(matches!(e, WriterError::CaDataNotOnce), "{e}");
 }

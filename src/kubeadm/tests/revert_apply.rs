@@ -580,7 +580,8 @@ async fn revert_moves_the_ca_bundles_so_the_node_can_be_adopted_again() {
         ca
     );
     crate::kubeadm::trust::plan(
-        crate::kubeadm::trust::Cas::read(&d),
+        &d,
+        crate::kubeadm::trust::Cas::read(&d).all().expect("the CAs"),
         std::time::SystemTime::now(),
         &Default::default(),
         false,

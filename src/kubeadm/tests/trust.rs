@@ -60,7 +60,14 @@ fn planned(
     adopted: bool,
     published: Option<&std::collections::BTreeMap<String, String>>,
 ) -> Result<trust::Trust, crate::kubeadm::error::KubeadmError> {
-    trust::plan(trust::Cas::read(d), now, record, adopted, published)
+    trust::plan(
+        d,
+        trust::Cas::read(d).all()?,
+        now,
+        record,
+        adopted,
+        published,
+    )
 }
 
 /// A node whose `ca` runs from `from` to `to` days around now (the other
@@ -275,7 +282,9 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
     );
     // revert says so too: once the node is kubeadm's, nothing else does.
     let at = crate::validate::unix_seconds(now);
-    assert!(trust::kubelet_conf_after_revert(d.path(), at).is_some());
+    assert!(
+        trust::kubelet_conf_after_revert(d.path(), trust::Cas::read(d.path()).ca(), at).is_some()
+    );
     let past = now + Duration::from_secs(2 * 86_400);
     let (cas, _) = trust::status(
         &trust::Cas::read(d.path()),
@@ -297,7 +306,10 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
         &base64::engine::general_purpose::STANDARD.encode(&renewed),
     );
     std::fs::write(host(d.path(), "/etc/kubernetes/kubelet.conf"), with).unwrap();
-    assert_eq!(trust::kubelet_conf_after_revert(d.path(), at), None);
+    assert_eq!(
+        trust::kubelet_conf_after_revert(d.path(), trust::Cas::read(d.path()).ca(), at),
+        None
+    );
 }
 
 #[test]

@@ -56,7 +56,8 @@ fn a_bundle_keeps_no_certificate_of_the_cas_key_that_adopt_did_not_write() {
     // An adopted node (a record of what adopt wrote, here none): the file
     // is the container's.
     let t = trust::plan(
-        trust::Cas::read(d.path()),
+        d.path(),
+        trust::Cas::read(d.path()).all().unwrap(),
         SystemTime::now(),
         &trust::Record::new(),
         true,
@@ -98,7 +99,8 @@ fn a_bundle_keeps_no_certificate_go_refuses() {
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
     let t = trust::plan(
-        trust::Cas::read(d.path()),
+        d.path(),
+        trust::Cas::read(d.path()).all().unwrap(),
         SystemTime::now(),
         &trust::Record::new(),
         true,
@@ -127,7 +129,8 @@ fn status_reports_a_bundle_that_trusts_another_key() {
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
     // etcd's bundle as adopt writes it, so only ca's is in question.
     let t = trust::plan(
-        trust::Cas::read(d.path()),
+        d.path(),
+        trust::Cas::read(d.path()).all().unwrap(),
         SystemTime::now(),
         &trust::Record::new(),
         true,
@@ -174,7 +177,8 @@ fn a_bundle_adopt_did_not_write_is_refused_not_replaced() {
     std::fs::write(host(d.path(), CA_BUNDLE), planted).unwrap();
 
     let (path, what) = found(trust::plan(
-        trust::Cas::read(d.path()),
+        d.path(),
+        trust::Cas::read(d.path()).all().unwrap(),
         SystemTime::now(),
         &trust::Record::new(),
         false,
@@ -184,7 +188,8 @@ fn a_bundle_adopt_did_not_write_is_refused_not_replaced() {
     assert_eq!(path, host(d.path(), CA_BUNDLE));
 
     let t = trust::plan(
-        trust::Cas::read(d.path()),
+        d.path(),
+        trust::Cas::read(d.path()).all().unwrap(),
         SystemTime::now(),
         &trust::Record::new(),
         true,
@@ -241,13 +246,16 @@ fn a_ca_file_not_as_kubeadm_writes_it_is_refused_for_what_it_holds() {
         let ca = kubeadms_ca(d.path(), "ca", "kubernetes", -1, 19);
         let key = std::fs::read_to_string(host(d.path(), "/etc/kubernetes/pki/ca.key")).unwrap();
         std::fs::write(host(d.path(), ca_crt), text(&ca, &key)).unwrap();
-        let (path, what) = found(trust::plan(
-            trust::Cas::read(d.path()),
-            SystemTime::now(),
-            &trust::Record::new(),
-            true,
-            None,
-        ));
+        let (path, what) = found(trust::Cas::read(d.path()).all().and_then(|cas| {
+            trust::plan(
+                d.path(),
+                cas,
+                SystemTime::now(),
+                &trust::Record::new(),
+                true,
+                None,
+            )
+        }));
         assert!(expected(&what), "{name}: {what}");
         assert_eq!(path, host(d.path(), ca_crt), "{name}");
     }
