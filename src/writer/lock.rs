@@ -75,6 +75,8 @@ fn holder(file: &File) -> Option<String> {
 /// others could open locks nothing once that file is gone.
 pub(super) fn lock_file(root: &Dir, name: &str, path: &Path) -> Result<File, WriterError> {
     let open = || {
+        #[cfg(test)]
+        super::planted_tests::fails(name)?;
         root.open_with(
             name,
             OpenOptions::new()
@@ -91,10 +93,12 @@ pub(super) fn lock_file(root: &Dir, name: &str, path: &Path) -> Result<File, Wri
             m.is_file() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o077 == 0
         })
     };
-    if let Ok(f) = open()
-        && private(&f)
-    {
-        return Ok(f.into_std());
+    match open() {
+        Ok(f) if private(&f) => return Ok(f.into_std()),
+        // Out of descriptors says nothing of the file: removed, another
+        // writer's held lock would no longer exclude the next one.
+        Err(e) if super::revision::momentary(&e) => return Err(e).ctx("open lock", path),
+        _ => {}
     }
     remove_any(root, name, path)?;
     let f = open().ctx("open lock", path)?;

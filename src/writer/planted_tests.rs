@@ -341,6 +341,109 @@ fn attack_a_pin_that_cannot_be_read_for_a_moment_is_not_taken_for_none() {
     assert!(live.ends_with(&a.hash().short()), "rollback undone: {live}");
 }
 
+/// What says something of the file, not of the process (EWOULDBLOCK: a
+/// write lease its owner holds, root's open included; EACCES: another
+/// user's 0600 file, for a certsync that is not root) makes a `..pin`
+/// not certsync's own: removed, never obeyed, never a stop of every
+/// publish for as long as its planter keeps the lease.
+#[test]
+fn attack_a_pin_that_cannot_be_opened_is_not_certsyncs() {
+    for errno in [nix::libc::EWOULDBLOCK, nix::libc::EACCES] {
+        let (_d, w) = setup();
+        let (a, b) = (bundle("a"), bundle("b"));
+        w.publish(&a).unwrap();
+        let pin = w.target().join(PIN);
+        fs::write(
+            &pin,
+            format!("pinned {}\nreplaced {}\n", a.hash(), b.hash()),
+        )
+        .unwrap();
+        fail_once(PIN, 0, errno);
+        let out = w.publish(&b);
+        assert!(
+            matches!(out, Ok(Outcome::Written { .. })),
+            "{errno}: {out:?}"
+        );
+        assert!(!pin.exists(), "{errno}: the pin stays");
+    }
+}
+
+/// A revision file whose open fails for a reason of the file's (a lease
+/// its owner holds: with `owner=` the consumer's on its own key; a found
+/// file a planter left) is an unreadable revision: the live one is drift,
+/// written anew, a listed one is shown unreadable. Only a failure of the
+/// process (EMFILE) stops the look.
+#[test]
+fn attack_a_revision_file_that_cannot_be_opened_is_unreadable_not_a_stop() {
+    let (_d, w) = setup();
+    let (a, b) = (bundle("a"), bundle("b"));
+    w.publish(&a).unwrap();
+    fail_once(KEY_FILE, 0, nix::libc::EWOULDBLOCK);
+    let live = w.live().unwrap().unwrap();
+    assert!(live.problem.is_some(), "{live:?}");
+    fail_once(KEY_FILE, 0, nix::libc::EWOULDBLOCK);
+    let out = w.publish(&b);
+    assert!(
+        matches!(out, Ok(Outcome::Written { drift: Some(_), .. })),
+        "{out:?}"
+    );
+    // Listed newest first: the live revision's key is read first, a's second.
+    fail_once(KEY_FILE, 1, nix::libc::EACCES);
+    let listed = w.revisions().unwrap();
+    let of_a = listed.iter().find(|r| r.hash == a.hash().short()).unwrap();
+    assert!(of_a.content.is_err(), "{listed:?}");
+    fail_once(KEY_FILE, 1, nix::libc::EMFILE);
+    assert!(emfile(&w.revisions()));
+}
+
+/// `..lock` that cannot be opened for a moment (EMFILE) is an error, never
+/// taken for "not a private lock file" and removed: another writer holding
+/// its flock would then write beside the next one.
+#[test]
+fn attack_a_held_lock_file_that_cannot_be_opened_for_a_moment_is_not_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = WriterOptions {
+        keep: 4,
+        lock_timeout: Some(std::time::Duration::from_millis(200)),
+        ..Default::default()
+    };
+    let w = Writer::open(dir.path().join("target"), opts).unwrap();
+    w.publish(&bundle("a")).unwrap();
+    let lock = w.target().join(LOCK);
+    let held = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&lock)
+        .unwrap();
+    let _held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let ino = fs::metadata(&lock).unwrap().ino();
+    fail_once(LOCK, 0, nix::libc::EMFILE);
+    let published = w.publish(&bundle("b"));
+    assert!(emfile(&published), "{published:?}");
+    let now = fs::symlink_metadata(&lock).map(|m| m.ino()).ok();
+    assert_eq!(now, Some(ino), "the held lock file was removed");
+}
+
+/// A planted root-level name whose number is at the top of the range
+/// (`..rev-18446744073709551615-deadbeef`, any kind of entry) is not a
+/// revision name: counted, one past it overflowed (a panic in a debug
+/// build; revision 0 in a release one, where tidy then removed the
+/// revision just replaced instead of retiring it).
+#[test]
+fn attack_a_planted_revision_name_at_the_top_of_u64_is_not_counted() {
+    let (_d, w) = setup();
+    let (a, b) = (bundle("a"), bundle("b"));
+    w.publish(&a).unwrap();
+    fs::write(w.target().join("..rev-18446744073709551615-deadbeef"), "x").unwrap();
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.publish(&b)));
+    assert!(
+        matches!(out, Ok(Ok(Outcome::Written { revision: 2, .. }))),
+        "{out:?}"
+    );
+}
+
 /// A planted `..history` holding a chain of directories deeper than any
 /// certsync makes is refused by name, never removed by a recursion
 /// without bound (cap-std's overflowed the stack at a few thousand levels

@@ -17,10 +17,12 @@ use crate::beneath::{self, Links, PathError, Start};
 use crate::bundle::{Bundle, ContentHash};
 use crate::validate::MAX_PUBLISHED_SIZE;
 
-/// A revision name: `..rev-NNNNNN-HHHHHHHH` (live) or `NNNNNN-HHHHHHHH` (history).
+/// A revision name: `..rev-NNNNNN-HHHHHHHH` (live) or `NNNNNN-HHHHHHHH` (history),
+/// at most 18 digits: one past any number counted is still a number (a planted
+/// `..rev-18446744073709551615-…` overflowed the count of the next revision).
 pub(super) fn parse_rev(name: &str) -> Option<(u64, &str)> {
     let (num, hash) = name.split_once('-')?;
-    let ok = num.len() >= 6
+    let ok = (6..=18).contains(&num.len())
         && num.bytes().all(|b| b.is_ascii_digit())
         && hash.len() == 8
         && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
@@ -39,6 +41,17 @@ pub(super) type FileMeta = (u32, u32, u32, u64);
 pub(super) struct Revision {
     pub(super) bundle: Bundle,
     pub(super) meta: BTreeMap<String, FileMeta>,
+}
+
+/// Whether `e` is a failure of the process or the system (out of descriptors
+/// or memory), which says nothing of the file: an error, never taken for "not
+/// certsync's" or "unreadable". Anything else an open answers (EACCES,
+/// EWOULDBLOCK while its owner holds a lease, ELOOP) is the file's, and
+/// whoever may write the target can cause it at will: taken for an error,
+/// a planted file would stop every write.
+pub(super) fn momentary(e: &io::Error) -> bool {
+    use nix::libc::{EMFILE, ENFILE, ENOMEM};
+    matches!(e.raw_os_error(), Some(EMFILE | ENFILE | ENOMEM))
 }
 
 /// What [`judged`] found under a name in a target.
@@ -92,7 +105,7 @@ pub(super) fn not_a_dir(e: io::Error) -> String {
 /// symlink), if it is certsync's own ([`judged`]; one that is not is never
 /// read): its regular files with their modes and owners. `Err`: it could not
 /// be looked at (an open or read failing for a reason that says nothing of
-/// what is there, EMFILE), never taken for a revision that is unreadable,
+/// what is there, [`momentary`]), never taken for a revision that is unreadable,
 /// which drift would write again and a rollback would refuse.
 pub(super) fn read_revision_at(
     parent: &Dir,
@@ -113,7 +126,7 @@ pub(super) fn read_revision_at(
         let path = shown.join(&name);
         let (bytes, meta) = match read_file(&dir, &name, &path) {
             Ok(read) => read,
-            Err(PathError::Io { path, source }) => {
+            Err(PathError::Io { path, source }) if momentary(&source) => {
                 return Err(WriterError::Io {
                     op: "read",
                     path,

@@ -10,7 +10,7 @@ use super::history::{history, options_of};
 use super::layout::{HISTORY, PIN, RevisionProblem, own};
 use super::publish::Outcome;
 use super::revision::{
-    Revision, as_written, parse_rev, read_file, read_revision_at, replace_beneath,
+    Revision, as_written, momentary, parse_rev, read_file, read_revision_at, replace_beneath,
 };
 use super::target::Writer;
 use crate::beneath::PathError;
@@ -32,7 +32,7 @@ pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterErr
         }
         // A read that failed for a moment (EMFILE) is no proof of no pin:
         // taken for none, the next publish undid the operator's rollback.
-        Err(PathError::Io { path, source }) => {
+        Err(PathError::Io { path, source }) if momentary(&source) => {
             return Err(WriterError::Io {
                 op: "read",
                 path,
