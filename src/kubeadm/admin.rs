@@ -17,6 +17,7 @@ use super::node::Cert;
 use super::paths::host;
 use super::record::State;
 use super::seen::Problem;
+use crate::source::client::ClientError;
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 pub(super) const CA: &str = "/etc/kubernetes/pki/ca.crt";
@@ -150,7 +151,7 @@ impl Access {
             serde_json::from_value(minimal).map_err(|e| KubeadmError::file(&admin, e))?;
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
             .await
-            .map_err(|e| KubeadmError::file(&admin, e))?;
+            .map_err(|e| KubeadmError::file(&admin, ClientError::Kube(e)))?;
         Ok(Access { admin, config })
     }
 

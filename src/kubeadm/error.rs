@@ -89,12 +89,11 @@ pub enum FileProblem {
     Json(#[from] serde_json::Error),
     #[error("{0}")]
     Kubeconfig(#[from] crate::source::client::ClientError),
+    /// A kubeconfig refused as writer's one reader of it refuses it.
     #[error("{0}")]
-    KubeconfigCa(#[from] crate::writer::WriterError),
+    Writer(#[from] crate::writer::WriterError),
     #[error("{0}")]
     Ca(#[from] crate::source::ca::CaError),
-    #[error("{0}")]
-    Client(#[from] kube::config::KubeconfigError),
     #[error("missing")]
     Missing,
     #[error("{0} is a symlink, not followed")]
@@ -103,23 +102,12 @@ pub enum FileProblem {
     NotDir(String),
     #[error("not UTF-8 text")]
     NotUtf8,
-    #[error("{field}: not base64 ({source})")]
-    NotBase64 {
-        field: &'static str,
-        source: base64::DecodeError,
-    },
     #[error("not a certificate ({0})")]
     NotCertificate(#[from] crate::x509::X509Error),
     #[error("its cluster has no server")]
     NoServer,
-    #[error("{0} clusters; kubeadm writes one: not a kubeconfig adopt recognises")]
-    Clusters(usize),
     #[error("{0} embedded client certificates; kubeadm writes one")]
     ClientCerts(usize),
-    /// Not one plain value written once (YAML anchors, quoting split across lines):
-    /// replacing its text could change another field.
-    #[error("its {0} is not written once as one plain value")]
-    NotOnce(&'static str),
     #[error(
         "its user has no embedded client-certificate-data/client-key-data; {}",
         ACCEPTED

@@ -182,9 +182,7 @@ pub fn sound_pair(
 }
 
 pub fn base64_field(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8>, KubeadmError> {
-    use base64::Engine as _;
-    (base64::engine::general_purpose::STANDARD.decode(data.trim()))
-        .map_err(|source| KubeadmError::file(at, FileProblem::NotBase64 { field, source }))
+    crate::writer::base64_data(field, data).map_err(|e| KubeadmError::file(at, e))
 }
 
 pub fn kubeconfig(path: &Path, text: &str) -> Result<kube::config::Kubeconfig, KubeadmError> {
@@ -203,7 +201,7 @@ pub fn server(path: &Path, text: &str) -> Result<String, KubeadmError> {
             .ok_or_else(|| KubeadmError::file(path, FileProblem::NoServer)),
         _ => Err(KubeadmError::file(
             path,
-            FileProblem::Clusters(clusters.len()),
+            crate::writer::WriterError::Clusters(clusters.len()),
         )),
     }
 }

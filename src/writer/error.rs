@@ -156,9 +156,11 @@ pub enum WriterError {
     #[error("its cluster has no {CA_DATA}")]
     NoCaData,
     /// Not split across lines, not also in a comment or another field: the
-    /// value is replaced where it stands in the text.
-    #[error("its {CA_DATA} is not written once as one plain value")]
-    CaDataNotOnce,
+    /// value is replaced where it stands in the text. Not one plain value written once
+    /// (YAML anchors, quoting split across lines): replacing its text could change
+    /// another field.
+    #[error("its {0} is not written once as one plain value")]
+    NotOnce(&'static str),
     #[error("cannot write it as YAML: {0}")]
     Unwritable(String),
 
