@@ -159,8 +159,6 @@ pub enum FileProblem {
         what: String,
         source: Box<FileProblem>,
     },
-    #[error("not a PEM certificate ({0})")]
-    NotPem(#[source] crate::pem::PemError),
     #[error(
         "{template} was issued by {issuer:?}, not by {ca} ({subject:?}): not a certificate \
          kubeadm made"

@@ -78,7 +78,7 @@ fn first_certificate<T>(
 ) -> Result<T, FileProblem> {
     let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
     let der = crate::pem::first_certificate(text.as_bytes())
-        .map_err(|e| FileProblem::NotPem(e).of(node_path))?;
+        .map_err(|e| FileProblem::Pem(e).of(node_path))?;
     f(&Certificate::read(&der).map_err(|e| FileProblem::from(e).of(node_path))?)
 }
 
@@ -171,7 +171,7 @@ pub fn sound_pair(
     path: &str,
     ca: &Cert,
 ) -> Result<i64, FileProblem> {
-    let der = crate::pem::first_certificate(cert_pem).map_err(FileProblem::NotPem)?;
+    let der = crate::pem::first_certificate(cert_pem)?;
     let leaf = Certificate::read(&der)?;
     signed_by(&leaf, "it", ca, path).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
