@@ -326,37 +326,30 @@ pub enum Refusal {
          certsync's pod would exit at start; choose another port (ss -ltnp shows who holds it)"
     )]
     PortTaken { addr: std::net::SocketAddr },
-    // `with`: the `--set` options given.
-    #[error(
-        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) is one \
-         `certsync run` refuses: {source}; nothing was changed"
-    )]
+    // `config`: "the configuration it would write (/etc/kubernetes/certsync.yaml with
+    // --set K=V...)", naming the `--set` options given.
+    #[error("{config} is one `certsync run` refuses: {source}; nothing was changed")]
     Config {
-        with: String,
+        config: String,
         source: crate::config::ConfigError,
     },
     #[error(
-        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) mapping \
-         {name:?} is not a ca: mapping: adopt issues {component}'s client certificate; nothing \
-         was changed"
+        "{config} mapping {name:?} is not a ca: mapping: adopt issues {component}'s client \
+         certificate; nothing was changed"
     )]
     NotCa {
-        with: String,
+        config: String,
         name: String,
         component: &'static str,
     },
-    #[error(
-        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) mapping \
-         {name:?} has no lifetime; nothing was changed"
-    )]
-    NoLifetime { with: String, name: String },
+    #[error("{config} mapping {name:?} has no lifetime; nothing was changed")]
+    NoLifetime { config: String, name: String },
     /// `latest`: the share of `lifetime` by which it is renewed; `left`:
     /// what that leaves; `reread`: how often `component` re-reads its
     /// `kubeconfig`'s client certificate file, `margin` what must be left
     /// beyond that; `minimum`: the shortest lifetime that leaves enough.
     #[error(
-        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) renews \
-         {component}'s client certificate too late: mapping {name:?} (lifetime={}, renewed at \
+        "{config} renews {component}'s client certificate too late: mapping {name:?} (lifetime={}, renewed at \
          the latest at {}% of it) leaves {} of a certificate, and {component} reads it through \
          {kubeconfig} with client-go, which re-reads a client certificate file only every {}; \
          at least {} must be left ({} and {} for issuing, writing and a late timer): give \
@@ -372,7 +365,7 @@ pub enum Refusal {
         show(*.minimum),
     )]
     TooLate {
-        with: String,
+        config: String,
         name: String,
         component: &'static str,
         kubeconfig: String,
