@@ -140,14 +140,9 @@ pub enum FileProblem {
     NoNamed { of: &'static str, name: String },
     #[error("its {0} is empty")]
     Empty(&'static str),
+    /// `field`: the one kubeadm never writes, or `an unknown field "NAME"` (escaped).
     #[error("{of} {name:?} has {field}; {ACCEPTED}")]
     Field {
-        of: &'static str,
-        name: String,
-        field: &'static str,
-    },
-    #[error("{of} {name:?} has an unknown field {field:?}; {ACCEPTED}")]
-    UnknownField {
         of: &'static str,
         name: String,
         field: String,
