@@ -89,7 +89,8 @@ pub enum FileProblem {
     Json(#[from] serde_json::Error),
     #[error("{0}")]
     Kubeconfig(#[from] crate::source::client::ClientError),
-    /// A kubeconfig refused as writer's one reader of it refuses it.
+    /// A kubeconfig refused by writer's code, or for a failure writer's code names (one
+    /// variant for each, wherever it is found).
     #[error("{0}")]
     Writer(#[from] crate::writer::WriterError),
     #[error("{0}")]
