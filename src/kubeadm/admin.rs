@@ -17,6 +17,7 @@ use super::node::Cert;
 use super::paths::host;
 use super::record::State;
 use super::seen::Problem;
+use crate::source::client::ClientError;
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 pub(super) const CA: &str = "/etc/kubernetes/pki/ca.crt";
@@ -82,19 +83,13 @@ fn only_kubeadms(
     fields: &[(&'static str, bool)],
     other: &std::collections::BTreeMap<String, serde_json::Value>,
 ) -> Result<(), FileProblem> {
-    let name = || crate::escape(name).into_owned();
-    if let Some(&(field, _)) = fields.iter().find(|(_, set)| *set) {
-        return Err(FileProblem::Field {
+    let set = (fields.iter().find(|(_, set)| *set)).map(|(f, _)| f.to_string());
+    let unknown = (other.keys().next()).map(|f| format!("an unknown field {:?}", crate::escape(f)));
+    match set.or(unknown) {
+        Some(field) => Err(FileProblem::Field {
             of,
-            name: name(),
+            name: crate::escape(name).into_owned(),
             field,
-        });
-    }
-    match other.keys().next() {
-        Some(field) => Err(FileProblem::UnknownField {
-            of,
-            name: name(),
-            field: crate::escape(field).into_owned(),
         }),
         None => Ok(()),
     }
@@ -150,7 +145,7 @@ impl Access {
             serde_json::from_value(minimal).map_err(|e| KubeadmError::file(&admin, e))?;
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
             .await
-            .map_err(|e| KubeadmError::file(&admin, e))?;
+            .map_err(|e| KubeadmError::file(&admin, ClientError::Kube(e)))?;
         Ok(Access { admin, config })
     }
 
@@ -168,4 +163,29 @@ impl Access {
 /// [`Access::client`] of `admin`, or why there is none.
 pub fn client(admin: &Admin, at: Option<http::Uri>) -> Result<kube::Client, Problem> {
     Ok(admin.as_ref().map_err(ToString::to_string)?.client(at)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubeadm::error::ACCEPTED;
+
+    /// A field kubeadm never writes is named; else the first unknown one,
+    /// escaped (the file may be the container's).
+    #[test]
+    fn a_field_kubeadm_never_writes_or_an_unknown_one_is_refused_by_name() {
+        let other = [("\u{1b}[2Jx".to_owned(), serde_json::Value::Null)].into();
+        let said = |set| {
+            let fields = [("token", false), ("tokenFile", set)];
+            only_kubeadms("user", "admin", &fields, &other).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            said(true),
+            Err(format!("user \"admin\" has tokenFile; {ACCEPTED}"))
+        );
+        let unknown = said(false).expect_err("refused");
+        assert!(unknown.starts_with("user \"admin\" has an unknown field \""));
+        assert!(!unknown.contains('\u{1b}'), "{unknown}");
+        assert!(only_kubeadms("user", "admin", &[("token", false)], &Default::default()).is_ok());
+    }
 }

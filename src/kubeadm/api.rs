@@ -297,7 +297,7 @@ mod tests {
             other => panic!("not refused as cluster-info's: {other:?}"),
         };
         let edit = |text: &str| match problem(object(text)) {
-            FileProblem::KubeconfigCa(e) => e,
+            FileProblem::Writer(e) => e,
             other => panic!("{other}"),
         };
         assert!(matches!(edit(&two), WriterError::Clusters(2)));

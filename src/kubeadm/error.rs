@@ -89,12 +89,12 @@ pub enum FileProblem {
     Json(#[from] serde_json::Error),
     #[error("{0}")]
     Kubeconfig(#[from] crate::source::client::ClientError),
+    /// A kubeconfig refused by writer's code, or for a failure writer's code names (one
+    /// variant for each, wherever it is found).
     #[error("{0}")]
-    KubeconfigCa(#[from] crate::writer::WriterError),
+    Writer(#[from] crate::writer::WriterError),
     #[error("{0}")]
     Ca(#[from] crate::source::ca::CaError),
-    #[error("{0}")]
-    Client(#[from] kube::config::KubeconfigError),
     #[error("missing")]
     Missing,
     #[error("{0} is a symlink, not followed")]
@@ -103,23 +103,12 @@ pub enum FileProblem {
     NotDir(String),
     #[error("not UTF-8 text")]
     NotUtf8,
-    #[error("{field}: not base64 ({source})")]
-    NotBase64 {
-        field: &'static str,
-        source: base64::DecodeError,
-    },
     #[error("not a certificate ({0})")]
     NotCertificate(#[from] crate::x509::X509Error),
     #[error("its cluster has no server")]
     NoServer,
-    #[error("{0} clusters; kubeadm writes one: not a kubeconfig adopt recognises")]
-    Clusters(usize),
     #[error("{0} embedded client certificates; kubeadm writes one")]
     ClientCerts(usize),
-    /// Not one plain value written once (YAML anchors, quoting split across lines):
-    /// replacing its text could change another field.
-    #[error("its {0} is not written once as one plain value")]
-    NotOnce(&'static str),
     #[error(
         "its user has no embedded client-certificate-data/client-key-data; {}",
         ACCEPTED
@@ -152,14 +141,9 @@ pub enum FileProblem {
     NoNamed { of: &'static str, name: String },
     #[error("its {0} is empty")]
     Empty(&'static str),
+    /// `field`: the one kubeadm never writes, or `an unknown field "NAME"` (escaped).
     #[error("{of} {name:?} has {field}; {ACCEPTED}")]
     Field {
-        of: &'static str,
-        name: String,
-        field: &'static str,
-    },
-    #[error("{of} {name:?} has an unknown field {field:?}; {ACCEPTED}")]
-    UnknownField {
         of: &'static str,
         name: String,
         field: String,
@@ -171,8 +155,6 @@ pub enum FileProblem {
         what: String,
         source: Box<FileProblem>,
     },
-    #[error("not a PEM certificate ({0})")]
-    NotPem(#[source] crate::pem::PemError),
     #[error(
         "{template} was issued by {issuer:?}, not by {ca} ({subject:?}): not a certificate \
          kubeadm made"
@@ -340,37 +322,30 @@ pub enum Refusal {
          certsync's pod would exit at start; choose another port (ss -ltnp shows who holds it)"
     )]
     PortTaken { addr: std::net::SocketAddr },
-    // `with`: the `--set` options given.
-    #[error(
-        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) is one \
-         `certsync run` refuses: {source}; nothing was changed"
-    )]
+    // `config`: "the configuration it would write (/etc/kubernetes/certsync.yaml with
+    // --set K=V...)", naming the `--set` options given.
+    #[error("{config} is one `certsync run` refuses: {source}; nothing was changed")]
     Config {
-        with: String,
+        config: String,
         source: crate::config::ConfigError,
     },
     #[error(
-        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) mapping \
-         {name:?} is not a ca: mapping: adopt issues {component}'s client certificate; nothing \
-         was changed"
+        "{config} mapping {name:?} is not a ca: mapping: adopt issues {component}'s client \
+         certificate; nothing was changed"
     )]
     NotCa {
-        with: String,
+        config: String,
         name: String,
         component: &'static str,
     },
-    #[error(
-        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) mapping \
-         {name:?} has no lifetime; nothing was changed"
-    )]
-    NoLifetime { with: String, name: String },
+    #[error("{config} mapping {name:?} has no lifetime; nothing was changed")]
+    NoLifetime { config: String, name: String },
     /// `latest`: the share of `lifetime` by which it is renewed; `left`:
     /// what that leaves; `reread`: how often `component` re-reads its
     /// `kubeconfig`'s client certificate file, `margin` what must be left
     /// beyond that; `minimum`: the shortest lifetime that leaves enough.
     #[error(
-        "the configuration it would write (/etc/kubernetes/certsync.yaml{with}) renews \
-         {component}'s client certificate too late: mapping {name:?} (lifetime={}, renewed at \
+        "{config} renews {component}'s client certificate too late: mapping {name:?} (lifetime={}, renewed at \
          the latest at {}% of it) leaves {} of a certificate, and {component} reads it through \
          {kubeconfig} with client-go, which re-reads a client certificate file only every {}; \
          at least {} must be left ({} and {} for issuing, writing and a late timer): give \
@@ -386,7 +361,7 @@ pub enum Refusal {
         show(*.minimum),
     )]
     TooLate {
-        with: String,
+        config: String,
         name: String,
         component: &'static str,
         kubeconfig: String,

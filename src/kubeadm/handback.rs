@@ -19,6 +19,7 @@ use super::paths::host;
 use super::plan;
 use super::record::{State, read_backup, read_backup_text};
 use crate::validate::rfc3339;
+use crate::writer::WriterError;
 
 /// revert issues again, rather than hands back, a kubeadm certificate ending this soon.
 pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs() as i64;
@@ -170,8 +171,7 @@ pub(super) fn client_certificate_data<'a>(
         return Err(bad(FileProblem::ClientCerts(all.len())));
     };
     // Where it stands: once, or refused (which to replace would be a guess).
-    crate::writer::written_once(text, data)
-        .ok_or_else(|| bad(FileProblem::NotOnce("client-certificate-data")))
+    crate::writer::written_once(text, data, "client-certificate-data").map_err(|e| bad(e.into()))
 }
 
 /// `text` with `data`, its one client certificate ([`client_certificate_data`]), replaced
@@ -186,7 +186,7 @@ pub(super) fn with_client_certificate(
 ) -> Result<String, KubeadmError> {
     let edited = text.replacen(data, new, 1);
     if client_certificate_data(at, &edited)? != new {
-        let problem = FileProblem::NotOnce("client-certificate-data");
+        let problem = WriterError::NotOnce("client-certificate-data");
         return Err(KubeadmError::file(at, problem));
     }
     Ok(edited)
@@ -200,7 +200,7 @@ pub(super) fn ca_data_with(
     text: &str,
     (renewal, renewal_der): (&[u8], &[u8]),
 ) -> Result<Option<String>, KubeadmError> {
-    let bad = |problem: crate::writer::WriterError| KubeadmError::file(at, problem);
+    let bad = |problem: WriterError| KubeadmError::file(at, problem);
     let one = crate::writer::CaCluster::One;
     let Some(mut both) = crate::writer::ca_data(text, one).map_err(bad)? else {
         return Ok(None);

@@ -37,14 +37,13 @@ pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
             s + &format!(" --set {k}={v}")
         }),
     };
+    let what = format!("the configuration it would write ({CONFIG}{with})");
     let refused = |r| KubeadmError::refused(&opts.dir, r);
     let config = load(&opts.dir, text).map_err(|source| {
-        refused(Refusal::Config {
-            with: with.clone(),
-            source,
-        })
+        let config = what.clone();
+        refused(Refusal::Config { config, source })
     })?;
-    match config.mappings.iter().find_map(|m| renewed_late(m, &with)) {
+    match config.mappings.iter().find_map(|m| renewed_late(m, &what)) {
         Some(r) => Err(refused(r)),
         None => Ok(()),
     }
@@ -52,25 +51,25 @@ pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
 
 /// A mapping [`BY_FILE`] names must be renewed with [`CLIENT_GO_REREAD`] and
 /// [`REREAD_MARGIN`] left at the latest point of its window; else the refusal.
-fn renewed_late(m: &Mapping, with: &str) -> Option<Refusal> {
+fn renewed_late(m: &Mapping, written: &str) -> Option<Refusal> {
     let &(file, _, _, component) = BY_FILE.iter().find(|(_, _, name, _)| *name == m.name)?;
-    let (with, name) = (with.to_owned(), m.name.clone());
+    let (config, name) = (written.to_owned(), m.name.clone());
     let Source::Ca(spec) = &m.source else {
         return Some(Refusal::NotCa {
-            with,
+            config,
             name,
             component,
         });
     };
     let Some(lifetime) = spec.issue.lifetime else {
-        return Some(Refusal::NoLifetime { with, name });
+        return Some(Refusal::NoLifetime { config, name });
     };
     let latest = spec.issue.renew.1;
     let (reread, margin) = (CLIENT_GO_REREAD, REREAD_MARGIN);
     let (left, minimum) = leaves(lifetime, latest, reread + margin).err()?;
     let kubeconfig = format!("{KUBECONFIGS}/{file}");
     Some(Refusal::TooLate {
-        with,
+        config,
         name,
         component,
         kubeconfig,

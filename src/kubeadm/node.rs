@@ -78,7 +78,7 @@ fn first_certificate<T>(
 ) -> Result<T, FileProblem> {
     let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
     let der = crate::pem::first_certificate(text.as_bytes())
-        .map_err(|e| FileProblem::NotPem(e).of(node_path))?;
+        .map_err(|e| FileProblem::Pem(e).of(node_path))?;
     f(&Certificate::read(&der).map_err(|e| FileProblem::from(e).of(node_path))?)
 }
 
@@ -171,7 +171,7 @@ pub fn sound_pair(
     path: &str,
     ca: &Cert,
 ) -> Result<i64, FileProblem> {
-    let der = crate::pem::first_certificate(cert_pem).map_err(FileProblem::NotPem)?;
+    let der = crate::pem::first_certificate(cert_pem)?;
     let leaf = Certificate::read(&der)?;
     signed_by(&leaf, "it", ca, path).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
@@ -182,9 +182,7 @@ pub fn sound_pair(
 }
 
 pub fn base64_field(at: &Path, field: &'static str, data: &str) -> Result<Vec<u8>, KubeadmError> {
-    use base64::Engine as _;
-    (base64::engine::general_purpose::STANDARD.decode(data.trim()))
-        .map_err(|source| KubeadmError::file(at, FileProblem::NotBase64 { field, source }))
+    crate::writer::base64_data(field, data).map_err(|e| KubeadmError::file(at, e))
 }
 
 pub fn kubeconfig(path: &Path, text: &str) -> Result<kube::config::Kubeconfig, KubeadmError> {
@@ -203,7 +201,7 @@ pub fn server(path: &Path, text: &str) -> Result<String, KubeadmError> {
             .ok_or_else(|| KubeadmError::file(path, FileProblem::NoServer)),
         _ => Err(KubeadmError::file(
             path,
-            FileProblem::Clusters(clusters.len()),
+            crate::writer::WriterError::Clusters(clusters.len()),
         )),
     }
 }

@@ -155,10 +155,11 @@ pub enum WriterError {
     Clusters(usize),
     #[error("its cluster has no {CA_DATA}")]
     NoCaData,
-    /// Not split across lines, not also in a comment or another field: the
-    /// value is replaced where it stands in the text.
-    #[error("its {CA_DATA} is not written once as one plain value")]
-    CaDataNotOnce,
+    /// Not one plain value written once (split across lines, YAML anchors, also in a comment
+    /// or another field): the value is replaced where it stands in the text, and replacing
+    /// other text could change another field.
+    #[error("its {0} is not written once as one plain value")]
+    NotOnce(&'static str),
     #[error("cannot write it as YAML: {0}")]
     Unwritable(String),
 

@@ -138,22 +138,26 @@ pub fn with_ca_data(
     if held == ca {
         return Ok(None);
     }
-    let old = written_once(text, fields[CA_DATA].as_str().unwrap_or_default());
-    let edited = text.replacen(old.ok_or(WriterError::CaDataNotOnce)?, &new, 1);
+    let old = written_once(text, fields[CA_DATA].as_str().unwrap_or_default(), CA_DATA)?;
+    let edited = text.replacen(old, &new, 1);
     fields.insert(CA_DATA.into(), Value::String(new));
     if parse(&edited)? != doc {
-        return Err(WriterError::CaDataNotOnce);
+        return Err(WriterError::NotOnce(CA_DATA));
     }
     Ok(Some(edited))
 }
 
-/// Where `value` (trimmed, not empty) stands in the kubeconfig `text`, if exactly once: the
-/// text to replace to change it ([`with_ca_data`]).
-pub fn written_once<'a>(text: &'a str, value: &str) -> Option<&'a str> {
+/// Where `value` (trimmed, not empty) of `field` stands in the kubeconfig `text`, if exactly
+/// once: the text to replace to change it ([`with_ca_data`]); else refused.
+pub fn written_once<'a>(
+    text: &'a str,
+    value: &str,
+    field: &'static str,
+) -> Result<&'a str, WriterError> {
     let value = value.trim();
     match text.match_indices(value).collect::<Vec<_>>()[..] {
-        [(i, _)] if !value.is_empty() => Some(&text[i..i + value.len()]),
-        _ => None,
+        [(i, _)] if !value.is_empty() => Ok(&text[i..i + value.len()]),
+        _ => Err(WriterError::NotOnce(field)),
     }
 }
 
@@ -304,12 +308,15 @@ fn user_data(doc: &Value, u: usize, field: &str) -> Result<Option<Vec<u8>>, Writ
 fn decode(value: Option<&Value>, field: &str) -> Result<Option<Vec<u8>>, WriterError> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
-            .decode(s.trim())
-            .map(Some)
-            .map_err(|_| WriterError::NotBase64(field.into())),
+        Some(Value::String(s)) => base64_data(field, s).map(Some),
         Some(_) => Err(WriterError::NotString(field.into())),
     }
+}
+
+/// `data`, the value of a kubeconfig's `field`, decoded from base64 (trimmed).
+pub fn base64_data(field: &str, data: &str) -> Result<Vec<u8>, WriterError> {
+    (base64::engine::general_purpose::STANDARD.decode(data.trim()))
+        .map_err(|_| WriterError::NotBase64(field.into()))
 }
 
 #[cfg(test)]

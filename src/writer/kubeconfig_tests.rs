@@ -388,12 +388,18 @@ fn ca_data_is_replaced_in_place_or_refused() {
         assert!(matches!(e, WriterError::ClusterNamesCa(_)), "{e}");
     }
     let e = refused(&format!("{ADMIN_CONF}# Q0E=\n"), CaCluster::Current);
-    assert!(matches!(e, WriterError::CaDataNotOnce), "{e}");
+    assert!(
+        matches!(e, WriterError::NotOnce("certificate-authority-data")),
+        "{e}"
+    );
     // The value written with an escape, its plain text standing once in a
     // comment: the edit would change the comment, not the field.
     let escaped = ADMIN_CONF.replace("Q0E=", "\"\\x51\\x30E=\"");
     let e = refused(&format!("{escaped}# Q0E=\n"), CaCluster::Current);
-    assert!(matches!(e, WriterError::CaDataNotOnce), "{e}");
+    assert!(
+        matches!(e, WriterError::NotOnce("certificate-authority-data")),
+        "{e}"
+    );
     let two = ADMIN_CONF.replace("contexts:", "- cluster: {}\n  name: other\ncontexts:");
     assert_eq!(
         ca(&two, CaCluster::Current).unwrap(),

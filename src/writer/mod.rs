@@ -63,8 +63,8 @@ pub use drift::Live;
 pub use error::WriterError;
 pub use history::RevisionInfo;
 pub use kubeconfig::{
-    CaCluster, ca_data, check_kubeconfig, embedded_pair, update_kubeconfig, update_kubeconfig_ca,
-    with_ca_data, written_once,
+    CaCluster, base64_data, ca_data, check_kubeconfig, embedded_pair, update_kubeconfig,
+    update_kubeconfig_ca, with_ca_data, written_once,
 };
 use layout::PIN;
 pub use layout::{DATA, LOCK_FILES, NotOwn, RevisionProblem};

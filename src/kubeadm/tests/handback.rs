@@ -11,6 +11,7 @@ use super::adopted::{
     revert_options, revert_refusal, snapshot,
 };
 use super::*;
+use crate::writer::WriterError;
 
 /// A pair the node's CA issued, key and all, for other names than
 /// kubeadm's (an attacker's, holding the CA key it reads), ending in 500
@@ -283,9 +284,8 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
         Ok(_) => panic!("accepted"),
     };
     let f = found(ca_data_with(at, &two, renewed));
-    use crate::writer::WriterError;
     let edit = |f| match f {
-        FileProblem::KubeconfigCa(e) => e,
+        FileProblem::Writer(e) => e,
         other => panic!("{other}"),
     };
     let e = edit(f);
@@ -313,7 +313,10 @@ fn a_handed_back_kubeconfig_trusts_the_renewed_ca_beside_kubeadms() {
     let twice = format!("{text}# {data}\n");
     let f = found(ca_data_with(at, &twice, renewed));
     let e = edit(f);
-    assert!(matches!(e, WriterError::CaDataNotOnce), "{e}");
+    assert!(
+        matches!(e, WriterError::NotOnce("certificate-authority-data")),
+        "{e}"
+    );
 }
 
 /// The client certificate revert issues again is replaced in kubeadm's
@@ -342,7 +345,10 @@ fn a_kubeconfig_whose_client_certificate_is_not_kubeadms_one_value_is_refused() 
     assert!(matches!(f, FileProblem::ClientCerts(2)), "{f}");
     let f = found(&format!("{text}# {data}\n"));
     assert!(
-        matches!(f, FileProblem::NotOnce("client-certificate-data")),
+        matches!(
+            f,
+            FileProblem::Writer(WriterError::NotOnce("client-certificate-data"))
+        ),
         "{f}"
     );
 }
@@ -365,7 +371,7 @@ fn attack_a_reissue_that_would_replace_a_comment_not_the_value_is_refused() {
     let e = with_client_certificate(at, &planted, found, "bmV3").expect_err("refused");
     assert!(
         matches!(&e, KubeadmError::File { problem, .. }
-            if matches!(**problem, FileProblem::NotOnce("client-certificate-data"))),
+            if matches!(**problem, FileProblem::Writer(WriterError::NotOnce("client-certificate-data")))),
         "{e}"
     );
     // kubeadm's own shape: the value itself, every other byte kept.
