@@ -7,8 +7,8 @@ mod owned;
 mod yaml;
 
 pub use owned::{
-    OWNED_WAY, OwnedError, no_other_user_may_recreate, no_other_user_may_write,
-    only_root_may_change, owned_dir, read_owned, read_steering, steering_or_absent,
+    OWNED_WAY, no_other_user_may_recreate, no_other_user_may_write, only_root_may_change,
+    owned_dir, read_owned, read_steering, steering_or_absent,
 };
 pub use yaml::{MAX_YAML_FLOW_DEPTH, YamlError, check_yaml, parse_yaml};
 

@@ -19,8 +19,8 @@ pub const MAX_LINKS: usize = 40;
 /// process's descriptor limit.
 pub const MAX_DEPTH: usize = 256;
 
-/// Why a path was not opened, or what the rule refused; the path as shown
-/// (as written, or as the link that led there reads).
+/// Why a path was not opened or read, or what the rule refused; the path as
+/// shown (as written, or as the link that led there reads).
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
     #[error("{path}: {source}")]
@@ -62,6 +62,38 @@ pub enum PathError {
     LinkChangeable { path: PathBuf, uid: u32 },
     #[error("{} (owner {uid}, mode {mode:04o}) may be changed by another user", path.display())]
     Changeable { path: PathBuf, uid: u32, mode: u32 },
+    // What concerns the file (or directory) a caller names itself, said
+    // without its path: the caller names it, as the kernel would.
+    /// The file read may be changed by another user.
+    #[error("owner {uid}, mode {mode:04o}: may be changed by another user")]
+    FileChangeable { uid: u32, mode: u32 },
+    /// The file read has another name, which may be another user's.
+    #[error(
+        "a hard link (links {links}): another name of the file may be another user's, or \
+         root's file linked where a user chose; give it one link"
+    )]
+    HardLink { links: u64 },
+    /// A symlink whose destination does not exist (yet): where it will
+    /// lead, and who may change that, cannot be judged.
+    #[error("is a symbolic link to a path that does not exist yet, which may be made by anyone")]
+    Dangling,
+    /// The current directory, to make a relative path absolute.
+    #[error("the working directory: {0}")]
+    WorkingDirectory(#[source] io::Error),
+    /// A target directory another user may write, who could plant the
+    /// entries certsync keeps there.
+    #[error(
+        "{} (owner {uid}, mode {mode:04o}) may be changed by another user, who could plant \
+         the entries certsync keeps there (..data, ..pin, ..history) for it to obey; a \
+         directory others may write (a volume's root) is no target: name a subdirectory \
+         of it (as /certs/web in a /certs volume), which certsync makes root's, 0755",
+        target.display()
+    )]
+    Target {
+        target: PathBuf,
+        uid: u32,
+        mode: u32,
+    },
 }
 
 impl PathError {

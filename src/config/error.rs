@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use super::grammar::{MappingOption, SourceKind};
+use crate::beneath::PathError;
 use crate::bundle::BundleError;
 use crate::cli::ValueError;
-use crate::files::OwnedError;
 use crate::source::csr::USAGES as CSR_USAGES;
 
 /// Why `run`'s or `approve`'s configuration is refused. The variants
@@ -316,8 +316,8 @@ pub enum ConfigError {
     UnknownKey { line: usize, key: String },
     #[error("line {line}: {key} takes a value or a list of values")]
     NotScalar { line: usize, key: String },
-    #[error(transparent)]
-    Unread(#[from] crate::files::OwnedError),
+    #[error("{}", .0.problem())]
+    Unread(#[source] PathError),
     #[error("not UTF-8 text")]
     NotUtf8,
     #[error("{0}")]
@@ -332,7 +332,7 @@ pub enum ConfigError {
         "it goes with ca: mappings, and {0}, who could have the CA sign any identity: make it \
          and its directories owned by root and writable by their owner only"
     )]
-    CaOthersMayChange(#[source] crate::files::OwnedError),
+    CaOthersMayChange(#[source] PathError),
 
     // A path of a mapping that another user could change, and what that user
     // could do with it.
@@ -344,7 +344,7 @@ pub enum ConfigError {
     )]
     SourceWritable { dir: PathBuf, uid: u32, mode: u32 },
     #[error("target {0}")]
-    TargetWritable(#[source] OwnedError),
+    TargetWritable(#[source] PathError),
     #[error(
         "target {}: no `..` in the target of a ca: mapping; give the path it means",
         target.display()
@@ -354,11 +354,11 @@ pub enum ConfigError {
     /// CA key or certificate, a `csr:` mapping's `ca=file:` or
     /// `bootstrap-kubeconfig=`; `risk`: what whoever could change it could
     /// do, and what to do instead.
-    #[error("{what} {}: {source}{risk}", path.display())]
+    #[error("{what} {}: {}{risk}", path.display(), source.problem())]
     Changeable {
         what: &'static str,
         path: PathBuf,
-        source: OwnedError,
+        source: PathError,
         risk: &'static str,
     },
     #[error("bootstrap-kubeconfig=: {0}")]

@@ -76,7 +76,8 @@ const CONFIG_LIMIT: u64 = 4 << 20;
 /// only root may change), UTF-8.
 pub(crate) fn read_config_text(path: &Path) -> Result<String, ConfigError> {
     let err = |problem| ConfigError::of_file(path, problem);
-    let bytes = crate::files::read_steering(path, CONFIG_LIMIT).map_err(|e| err(e.into()))?;
+    let bytes =
+        crate::files::read_steering(path, CONFIG_LIMIT).map_err(|e| err(ConfigError::Unread(e)))?;
     String::from_utf8(bytes).map_err(|_| err(ConfigError::NotUtf8))
 }
 

@@ -6,8 +6,8 @@
 
 use super::error::ConfigError;
 use super::mapping::{Mapping, Source};
+use crate::beneath::PathError;
 use crate::beneath::{self, Entry, Links, Owners, ReadOnly, Start, Trust};
-use crate::files::OwnedError;
 
 use std::path::Path;
 
@@ -84,7 +84,7 @@ fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
 /// its writer's. No exception for a volume's root (as for targets): whoever
 /// may write a mount point's directory may rename what is in it. A shared
 /// volume is named as the source itself: a mount point cannot be renamed.
-fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
+fn above_guarded(dir: &Path) -> Result<(), PathError> {
     let real = std::fs::canonicalize(dir).ok();
     // A link that leads nowhere yet cannot be judged: whoever makes its
     // name later chooses what certsync reads. Fail closed.
@@ -93,7 +93,7 @@ fn above_guarded(dir: &Path) -> Result<(), OwnedError> {
             .symlink_metadata()
             .is_ok_and(|m| m.file_type().is_symlink())
     {
-        return Err(OwnedError::Dangling);
+        return Err(PathError::Dangling);
     }
     [Some(dir), real.as_deref()]
         .into_iter()

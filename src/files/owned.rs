@@ -2,69 +2,10 @@
 //! later ([`Trust`]): on the descriptors opened (a file read) or by path (a
 //! target written later).
 
-use std::io;
+use std::os::fd::AsFd as _;
 use std::path::Path;
 
-use crate::beneath::{self, Links, Owners, PathError, ReadOnly, Start, Trust};
-
-/// Why a file that steers certsync was not read, or a path was refused.
-/// What concerns the file itself is said without its path (callers name
-/// it, as the kernel would); what concerns the way to it names the entry.
-#[derive(Debug, thiserror::Error)]
-pub enum OwnedError {
-    #[error("is {what}, not a regular file; refusing to read it")]
-    NotRegular { what: &'static str },
-    #[error("{0}")]
-    Io(#[source] io::Error),
-    #[error("larger than the {limit}-byte limit")]
-    TooLarge { limit: u64 },
-    /// The current directory, to make a relative path absolute.
-    #[error("the working directory: {0}")]
-    WorkingDirectory(#[source] io::Error),
-    /// The way to the file: not opened, or an entry on it refused.
-    #[error("{0}")]
-    Way(#[source] PathError),
-    /// A symlink whose destination does not exist (yet): where it will
-    /// lead, and who may change that, cannot be judged.
-    #[error("is a symbolic link to a path that does not exist yet, which may be made by anyone")]
-    Dangling,
-    /// The file read may be changed by another user.
-    #[error("owner {uid}, mode {mode:04o}: may be changed by another user")]
-    Changeable { uid: u32, mode: u32 },
-    /// The file read has another name, which may be another user's.
-    #[error(
-        "a hard link (links {links}): another name of the file may be another user's, or \
-         root's file linked where a user chose; give it one link"
-    )]
-    HardLink { links: u64 },
-    /// A target directory another user may write, who could plant the
-    /// entries certsync keeps there.
-    #[error(
-        "{} (owner {uid}, mode {mode:04o}) may be changed by another user, who could plant \
-         the entries certsync keeps there (..data, ..pin, ..history) for it to obey; a \
-         directory others may write (a volume's root) is no target: name a subdirectory \
-         of it (as /certs/web in a /certs volume), which certsync makes root's, 0755",
-        target.display()
-    )]
-    Target {
-        target: std::path::PathBuf,
-        uid: u32,
-        mode: u32,
-    },
-}
-
-impl From<PathError> for OwnedError {
-    /// The file's own problem, its path left to the caller; the way's
-    /// whole.
-    fn from(e: PathError) -> Self {
-        match e {
-            PathError::Io { source, .. } => Self::Io(source),
-            PathError::NotRegular { what, .. } => Self::NotRegular { what },
-            PathError::TooLarge { limit, .. } => Self::TooLarge { limit },
-            e => Self::Way(e),
-        }
-    }
-}
+use crate::beneath::{self, Entry, Links, Owners, PathError, ReadOnly, Start, Trust};
 
 /// Whether only root (or certsync's user) can change what `path` names:
 /// the file, if it exists, and every directory above it, as written and
@@ -73,7 +14,7 @@ impl From<PathError> for OwnedError {
 /// swap what is read or written). A sticky directory such as /tmp is no
 /// exception: once a cleaner removes root's entry, anyone may make it
 /// again. A missing path is judged by its nearest existing ancestor.
-pub fn only_root_may_change(path: &Path) -> Result<(), OwnedError> {
+pub fn only_root_may_change(path: &Path) -> Result<(), PathError> {
     guard(path, false)
 }
 
@@ -85,47 +26,37 @@ pub fn only_root_may_change(path: &Path) -> Result<(), OwnedError> {
 /// by root or certsync's user, writable by no one else, with one link (a
 /// second name may be another user's), at most `limit` bytes. What is
 /// wrong with the file itself is said without its path (callers name it).
-pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
+pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
     use std::os::unix::fs::MetadataExt as _;
     // A FIFO or device says what it is; this `stat` only words a refusal.
     if let Ok(m) = std::fs::metadata(path)
         && !m.is_file()
     {
         let k = nix::sys::stat::SFlag::from_bits_truncate(m.mode());
-        return Err(OwnedError::NotRegular {
+        return Err(PathError::NotRegular {
+            path: path.to_owned(),
             what: beneath::kind_name(k & nix::sys::stat::SFlag::S_IFMT),
         });
     }
-    let absolute = if path.is_absolute() {
-        path.to_owned()
-    } else {
-        std::env::current_dir()
-            .map_err(OwnedError::WorkingDirectory)?
-            .join(path)
-    };
-    let problem = |e: PathError| match e {
-        PathError::Io { path, source } if path == absolute => OwnedError::Io(source),
-        PathError::NotRegular { path, what } if path == absolute => OwnedError::NotRegular { what },
-        e => OwnedError::Way(e),
-    };
+    let absolute = std::path::absolute(path).map_err(PathError::WorkingDirectory)?;
     let walked = beneath::walk(Start::Path, &absolute, Links::Follow, &mut |e| {
         OWNED_WAY.judge(e)
-    })
-    .map_err(problem)?;
-    let file = walked.open_read().map_err(problem)?;
-    let m = file.metadata().map_err(OwnedError::Io)?;
-    let entry = beneath::Entry::from_metadata(path, &m);
-    // The file itself: no exception at all.
+    })?;
+    // The file itself, as walked to (the very inode read): no exception
+    // at all.
+    let entry = Entry::of(path.to_owned(), walked.fd.as_fd(), &walked.st, false);
     if Trust::STRICT.judge(&entry).is_err() {
-        return Err(OwnedError::Changeable {
+        return Err(PathError::FileChangeable {
             uid: entry.uid,
             mode: entry.mode,
         });
     }
-    if m.nlink() > 1 {
-        return Err(OwnedError::HardLink { links: m.nlink() });
+    if walked.st.st_nlink > 1 {
+        return Err(PathError::HardLink {
+            links: walked.st.st_nlink,
+        });
     }
-    Ok(beneath::read_capped(file, path, limit)?)
+    walked.read(limit)
 }
 
 /// A directory root writes into by name, walked and judged by `trust`,
@@ -135,21 +66,16 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
 /// [`Trust::STRICT`] ([`only_root_may_change`]'s rule: no sticky directory
 /// or read-only mount either) for a directory root replaces files in with
 /// no second look (`update-pair=`, `update-kubeconfig=`).
-pub fn owned_dir(path: &Path, trust: Trust) -> Result<cap_std::fs::Dir, OwnedError> {
-    let absolute = std::path::absolute(path).map_err(OwnedError::WorkingDirectory)?;
-    walk_judged(&absolute, trust)?
-        .dir()
-        .map_err(OwnedError::Way)
+pub fn owned_dir(path: &Path, trust: Trust) -> Result<cap_std::fs::Dir, PathError> {
+    let absolute = std::path::absolute(path).map_err(PathError::WorkingDirectory)?;
+    walk_judged(&absolute, trust)?.dir()
 }
 
 /// `path` walked from `/` with every entry on the way, and the last,
 /// judged by `trust` on its descriptor.
-fn walk_judged(path: &Path, trust: Trust) -> Result<beneath::Walked, OwnedError> {
-    let walked = beneath::walk(Start::Path, path, Links::Follow, &mut |e| trust.judge(e))
-        .map_err(OwnedError::Way)?;
-    let last = beneath::Entry::held(&walked.shown, std::os::fd::AsFd::as_fd(&walked.fd));
-    last.and_then(|e| trust.judge(&e))
-        .map_err(OwnedError::Way)?;
+fn walk_judged(path: &Path, trust: Trust) -> Result<beneath::Walked, PathError> {
+    let walked = beneath::walk(Start::Path, path, Links::Follow, &mut |e| trust.judge(e))?;
+    trust.judge(&Entry::held(&walked.shown, walked.fd.as_fd())?)?;
     Ok(walked)
 }
 
@@ -170,11 +96,11 @@ pub const OWNED_WAY: Trust = Trust {
 /// otherwise act on what another user wrote: map a root-only directory to
 /// their target, send root's token to their server); as another user,
 /// [`beneath::read_file`] (the kernel already limits what it may read).
-pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
+pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
     if nix::unistd::geteuid().is_root() {
         read_owned(path, limit)
     } else {
-        Ok(beneath::read_file(path, limit)?)
+        beneath::read_file(path, limit)
     }
 }
 
@@ -183,7 +109,7 @@ pub fn read_steering(path: &Path, limit: u64) -> Result<Vec<u8>, OwnedError> {
 /// [`read_steering`] reads it; if not, the directories it will appear in
 /// ([`only_root_may_change`]: whoever may write there chooses what
 /// appears). Every later read goes through [`read_steering`] again.
-pub fn steering_or_absent(path: &Path, limit: u64) -> Result<(), OwnedError> {
+pub fn steering_or_absent(path: &Path, limit: u64) -> Result<(), PathError> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
     }
@@ -199,7 +125,7 @@ pub fn steering_or_absent(path: &Path, limit: u64) -> Result<(), OwnedError> {
 /// (/tmp), one another user owns and one writable by others that is no
 /// mount point stay refused. For targets of mappings that do not issue from
 /// a CA on the node only: never above a source or a pidfile, which are read.
-pub fn no_other_user_may_recreate(path: &Path) -> Result<(), OwnedError> {
+pub fn no_other_user_may_recreate(path: &Path) -> Result<(), PathError> {
     guard(path, true)
 }
 
@@ -209,16 +135,18 @@ pub fn no_other_user_may_recreate(path: &Path) -> Result<(), OwnedError> {
 /// volume's root: whoever may write in it may plant `..pin`, `..data`,
 /// `..history` or a revision for certsync to act on. A missing target is
 /// made by certsync, root's and 0755.
-pub fn no_other_user_may_write(target: &Path) -> Result<(), OwnedError> {
+pub fn no_other_user_may_write(target: &Path) -> Result<(), PathError> {
     use std::os::unix::fs::MetadataExt as _;
     let Ok(m) = std::fs::metadata(target) else {
         return Ok(());
     };
-    let entry = beneath::Entry::from_metadata(target, &m);
-    if Trust::STRICT.judge(&entry).is_ok() {
+    if Trust::STRICT
+        .judge(&Entry::from_metadata(target, &m))
+        .is_ok()
+    {
         return Ok(());
     }
-    Err(OwnedError::Target {
+    Err(PathError::Target {
         target: target.to_owned(),
         uid: m.uid(),
         mode: m.mode() & 0o7777,
@@ -230,12 +158,12 @@ pub fn no_other_user_may_write(target: &Path) -> Result<(), OwnedError> {
 /// walked as [`read_owned`] walks it, and judged. Sticky directories and
 /// read-only mounts stay refused: a target written later has no second
 /// look at an entry a user made again after a cleaner removed root's.
-fn guard(path: &Path, volume_roots: bool) -> Result<(), OwnedError> {
+fn guard(path: &Path, volume_roots: bool) -> Result<(), PathError> {
     let trust = Trust {
         volume_root_ok: volume_roots,
         ..Trust::STRICT
     };
-    let absolute = std::path::absolute(path).map_err(OwnedError::WorkingDirectory)?;
+    let absolute = std::path::absolute(path).map_err(PathError::WorkingDirectory)?;
     match absolute.ancestors().find(|p| p.symlink_metadata().is_ok()) {
         Some(existing) => walk_judged(existing, trust).map(drop),
         None => Ok(()),
@@ -244,7 +172,7 @@ fn guard(path: &Path, volume_roots: bool) -> Result<(), OwnedError> {
 
 #[cfg(test)]
 mod guard_tests {
-    use super::{OwnedError, only_root_may_change};
+    use super::only_root_may_change;
     use crate::beneath::PathError;
     use std::os::unix::fs::PermissionsExt as _;
 
@@ -262,7 +190,7 @@ mod guard_tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = only_root_may_change(&open.join("deep/f"));
         assert!(
-            matches!(&e, Err(OwnedError::Way(PathError::Changeable { path, mode: 0o777, .. }))
+            matches!(&e, Err(PathError::Changeable { path, mode: 0o777, .. })
                 if *path == open),
             "{e:?}"
         );
@@ -284,7 +212,7 @@ mod guard_tests {
         std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let e = only_root_may_change(&sticky.join("root-made/t"));
         assert!(
-            matches!(&e, Err(OwnedError::Way(PathError::Changeable { path, mode: 0o1777, .. }))
+            matches!(&e, Err(PathError::Changeable { path, mode: 0o1777, .. })
                 if *path == sticky),
             "{e:?}"
         );
@@ -318,10 +246,7 @@ mod guard_tests {
         std::fs::write(user.join("kubeconfig"), b"x").unwrap();
         let e = super::read_owned(&user.join("kubeconfig"), 10);
         assert!(
-            matches!(
-                &e,
-                Err(OwnedError::Way(PathError::Changeable { uid: 65534, .. }))
-            ),
+            matches!(&e, Err(PathError::Changeable { uid: 65534, .. })),
             "{e:?}"
         );
 
@@ -330,13 +255,7 @@ mod guard_tests {
         std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
         let e = super::read_owned(&link.join("kubeconfig"), 10);
         assert!(
-            matches!(
-                &e,
-                Err(OwnedError::Way(PathError::LinkChangeable {
-                    uid: 65534,
-                    ..
-                }))
-            ),
+            matches!(&e, Err(PathError::LinkChangeable { uid: 65534, .. })),
             "{e:?}"
         );
     }

@@ -18,9 +18,9 @@ pub enum InspectError {
     NotTarget,
     // A target another user may change (`guarded_writer`).
     #[error("{0}; refusing to read or restore it")]
-    TargetWritable(#[source] crate::files::OwnedError),
+    TargetWritable(#[source] crate::beneath::PathError),
     #[error("{0}, who chooses what its history holds; refusing to read or restore it")]
-    TargetRecreatable(#[source] crate::files::OwnedError),
+    TargetRecreatable(#[source] crate::beneath::PathError),
     #[error(transparent)]
     Writer(#[from] crate::writer::WriterError),
     /// As JSON or YAML.

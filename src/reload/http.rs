@@ -143,7 +143,7 @@ impl HttpHook {
             crate::files::steering_or_absent(path, crate::validate::MAX_BUNDLE_SIZE as u64)
                 .map_err(|source| ReloadError::CaFile {
                     path: path.clone(),
-                    source: source.into(),
+                    source: source.problem().into(),
                 })?;
         }
         Ok(hook)
@@ -168,7 +168,7 @@ impl HttpHook {
                 source,
             };
             let pem = crate::files::read_steering(path, crate::validate::MAX_BUNDLE_SIZE as u64)
-                .map_err(|e| bad(e.into()))?;
+                .map_err(|e| bad(e.problem().into()))?;
             let mut roots = rustls::RootCertStore::empty();
             use rustls_pki_types::pem::PemObject;
             for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
@@ -277,8 +277,8 @@ fn bearer_token(path: &std::path::Path) -> Result<HeaderValue, ReloadError> {
         path: path.to_owned(),
         problem,
     };
-    let token =
-        crate::files::read_owned(path, crate::files::SMALL_FILE).map_err(|e| bad(e.into()))?;
+    let token = crate::files::read_owned(path, crate::files::SMALL_FILE)
+        .map_err(|e| bad(e.problem().into()))?;
     let token = String::from_utf8(token).map_err(|_| bad("not UTF-8 text".into()))?;
     HeaderValue::from_str(&format!("Bearer {}", token.trim()))
         .map_err(|_| bad("not a valid header value".into()))

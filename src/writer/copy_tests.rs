@@ -96,7 +96,7 @@ fn attack_a_kubeconfig_directory_swapped_after_it_was_judged_is_not_written() {
 }
 
 /// Each copy's refusal of its directory, whichever it is.
-fn refused_way(copy: &Path) -> crate::files::OwnedError {
+fn refused_way(copy: &Path) -> crate::beneath::PathError {
     let problem = if copy.extension().is_some() {
         match check_kubeconfig(copy) {
             Err(WriterError::Of {
@@ -130,7 +130,6 @@ fn refused_way(copy: &Path) -> crate::files::OwnedError {
 #[test]
 fn attack_the_way_to_a_copy_that_another_user_may_change_is_refused_naming_it() {
     use crate::beneath::PathError;
-    use crate::files::OwnedError;
     let (_d, root) = two_ways();
     let pki = root.join("good/pki");
     let copies = [pki.join("admin.conf"), pki.join("apiserver")];
@@ -142,7 +141,7 @@ fn attack_the_way_to_a_copy_that_another_user_may_change_is_refused_naming_it() 
         for copy in &copies {
             let e = refused_way(copy);
             assert!(
-                matches!(&e, OwnedError::Way(PathError::Changeable { path, mode, .. })
+                matches!(&e, PathError::Changeable { path, mode, .. }
                     if *path == pki && *mode == bad),
                 "{}: {e:?}",
                 copy.display()
@@ -159,7 +158,7 @@ fn attack_the_way_to_a_copy_that_another_user_may_change_is_refused_naming_it() 
     for copy in [link.join("pki/admin.conf"), link.join("pki/apiserver")] {
         let e = refused_way(&copy);
         assert!(
-            matches!(&e, OwnedError::Way(PathError::LinkChangeable { path, uid: 65534 })
+            matches!(&e, PathError::LinkChangeable { path, uid: 65534 }
                 if *path == link),
             "{}: {e:?}",
             copy.display()
@@ -172,7 +171,7 @@ fn attack_the_way_to_a_copy_that_another_user_may_change_is_refused_naming_it() 
     ] {
         let e = refused_way(&copy);
         assert!(
-            matches!(&e, OwnedError::Way(PathError::Changeable { path, uid: 65534, .. })
+            matches!(&e, PathError::Changeable { path, uid: 65534, .. }
                 if *path == root.join("evil")),
             "{}: {e:?}",
             copy.display()

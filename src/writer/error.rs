@@ -52,7 +52,7 @@ pub enum WriterError {
     Unowned {
         dir: PathBuf,
         #[source]
-        problem: crate::files::OwnedError,
+        problem: PathError,
     },
     #[error("{path} is {what}; refusing to replace it")]
     Foreign { path: PathBuf, what: &'static str },
@@ -175,7 +175,7 @@ pub enum WriterError {
         "{0}, who could swap the files certsync writes the key into; keep the directory and those \
          above it owned by root and writable by their owner only"
     )]
-    DirOthersMayChange(#[source] crate::files::OwnedError),
+    DirOthersMayChange(#[source] PathError),
     #[error("{file}: {}", problem.problem())]
     CopyUnreadable {
         file: String,

@@ -49,7 +49,7 @@ fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, W
         Found::Own(made) => Ok(made),
         Found::Planted(Some(NotOwn { uid, mode })) => Err(WriterError::Unowned {
             dir: path.to_owned(),
-            problem: crate::files::OwnedError::Changeable { uid, mode },
+            problem: crate::beneath::PathError::FileChangeable { uid, mode },
         }),
         _ => Err(WriterError::Foreign {
             path: path.to_owned(),

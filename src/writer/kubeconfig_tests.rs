@@ -236,9 +236,7 @@ fn refused_a_directory_others_may_write_or_an_ancestor_they_could_recreate() {
     fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
     let e = problem_of(&path);
     assert!(
-        matches!(&e, WriterError::DirOthersMayChange(crate::files::OwnedError::Way(
-            PathError::Changeable { path, mode: 0o777, .. }
-        )) if *path == open),
+        matches!(&e, WriterError::DirOthersMayChange(PathError::Changeable { path, mode: 0o777, .. }) if *path == open),
         "{e}"
     );
     // Deeper: an ancestor writable by others (sticky, as /tmp).
@@ -248,9 +246,7 @@ fn refused_a_directory_others_may_write_or_an_ancestor_they_could_recreate() {
     let path = write(&deep, ADMIN_CONF, 0o600);
     let e = problem_of(&path);
     assert!(
-        matches!(&e, WriterError::DirOthersMayChange(crate::files::OwnedError::Way(
-            PathError::Changeable { path, mode: 0o1777, .. }
-        )) if *path == open),
+        matches!(&e, WriterError::DirOthersMayChange(PathError::Changeable { path, mode: 0o1777, .. }) if *path == open),
         "{e}"
     );
 }

@@ -172,7 +172,7 @@ pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionPro
 /// replaced beneath that handle, never its path again.
 pub(super) fn copy_dir(dir: &Path) -> Result<Dir, WriterError> {
     crate::files::owned_dir(dir, crate::beneath::Trust::STRICT).map_err(|problem| match problem {
-        crate::files::OwnedError::Way(PathError::Io { path, source }) => WriterError::Io {
+        PathError::Io { path, source } => WriterError::Io {
             op: "open directory",
             path,
             source,

@@ -127,7 +127,7 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     assert!(
         matches!(
             e,
-            ConfigError::Unread(crate::files::OwnedError::Changeable { mode: 0o666, .. })
+            ConfigError::Unread(crate::beneath::PathError::FileChangeable { mode: 0o666, .. })
         ),
         "{e:?}"
     );
@@ -140,7 +140,10 @@ fn attack_ca_mappings_from_a_file_others_may_change_are_refused() {
     let e = problem(load(&loose.join("certsync.yaml")));
     // The directory on the way, named.
     assert!(
-        matches!(e, ConfigError::Unread(crate::files::OwnedError::Way(_))),
+        matches!(
+            e,
+            ConfigError::Unread(crate::beneath::PathError::Changeable { mode: 0o777, .. })
+        ),
         "{e:?}"
     );
     assert!(

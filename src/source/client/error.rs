@@ -46,13 +46,13 @@ pub enum ClientError {
     #[error("not an executable regular file")]
     ExecNotExecutable,
     #[error("{0}: root certsync would run what another user may change")]
-    ExecOthersMayChange(#[source] crate::files::OwnedError),
+    ExecOthersMayChange(#[source] crate::beneath::PathError),
     #[error("not UTF-8")]
     ExecNotUtf8,
 
     // Why a kubeconfig gives no client configuration (after its path).
-    #[error("{0}")]
-    Unreadable(#[source] crate::files::OwnedError),
+    #[error("{}", .0.problem())]
+    Unreadable(#[source] crate::beneath::PathError),
     #[error("not UTF-8 text")]
     NotUtf8,
     #[error("{0}")]
@@ -63,11 +63,11 @@ pub enum ClientError {
     Kube(#[source] kube::config::KubeconfigError),
     #[error("KUBECONFIG names no file that exists")]
     NoFile,
-    #[error("{path}: {problem}")]
+    #[error("{path}: {}", problem.problem())]
     Named {
         path: String,
         #[source]
-        problem: crate::files::OwnedError,
+        problem: crate::beneath::PathError,
     },
     #[error("exec command {command}: {problem}")]
     Exec {

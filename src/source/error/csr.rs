@@ -60,8 +60,8 @@ pub enum CsrError {
         #[source]
         problem: Box<CsrError>,
     },
-    #[error("{0}")]
-    CaFile(#[source] crate::files::OwnedError),
+    #[error("{}", .0.problem())]
+    CaFile(#[source] crate::beneath::PathError),
     #[error("key {key:?} is missing")]
     CaNoKey { key: String },
     /// ClusterTrustBundles not served: the other CA sources are named.
