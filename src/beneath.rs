@@ -33,8 +33,8 @@ pub(crate) use tests::BETWEEN_CHECK_AND_OPEN;
 pub use trust::{Faults, Owners, ReadOnly, Trust};
 pub use up::{directory_and_ancestors, holder, identity, upward};
 pub use walk::{
-    Entry, Links, MAX_DEPTH, MAX_LINKS, PathError, Start, Walked, fd_path, kind_name, read_only,
-    walk,
+    Entry, Links, MAX_DEPTH, MAX_LINKS, PathError, Start, Walked, fd_path, kind, kind_name,
+    read_only, walk,
 };
 
 #[cfg(test)]

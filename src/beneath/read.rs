@@ -78,6 +78,8 @@ mod tests {
             matches!(e, Err(PathError::TooLarge { limit: 10, .. })),
             "{e:?}"
         );
+        // Said without its path for a caller that names it.
+        assert_eq!(e.unwrap_err().problem(), "larger than the 10-byte limit");
         std::fs::write(&big, [b'x'; 10]).unwrap();
         assert_eq!(read_file(&big, 10).unwrap().len(), 10);
 

@@ -5,9 +5,9 @@
 use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use nix::sys::stat::{FileStat, SFlag};
+use nix::sys::stat::FileStat;
 
-use super::walk::{Entry, Links, PathError, Start, Walked, fd_path, kind, open_dir, walk};
+use super::walk::{Entry, Links, PathError, Start, Walked, fd_path, open_dir, walk};
 
 /// `dir` (shown as `shown`) and every directory above it, by `..` from the
 /// descriptor of the one below, up to `/`: each as an [`Entry`] with its
@@ -51,7 +51,7 @@ pub fn holder(fd: BorrowedFd<'_>, st: &FileStat) -> Result<Walked, PathError> {
     let dir = walk(Start::Path, parent, Links::Refuse, &mut |_| Ok(())).map_err(|_| moved())?;
     let there = nix::sys::stat::fstatat(&dir.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
         .map_err(|_| moved())?;
-    if kind(&dir.st) != SFlag::S_IFDIR || (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino) {
+    if !dir.is_dir() || (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino) {
         return Err(moved());
     }
     Ok(dir)
@@ -73,7 +73,7 @@ pub fn directory_and_ancestors(dir: &Path) -> Vec<(u64, u64)> {
     let Some(w) = dir.ancestors().find_map(|d| {
         walk(Start::Path, d, Links::Follow, &mut |_| Ok(()))
             .ok()
-            .filter(|w| kind(&w.st) == SFlag::S_IFDIR)
+            .filter(Walked::is_dir)
     }) else {
         return Vec::new();
     };

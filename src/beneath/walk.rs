@@ -104,13 +104,15 @@ impl PathError {
     /// What is wrong with the file itself, without its path (for callers
     /// that name it); what concerns the way to it, whole.
     pub fn problem(&self) -> String {
+        let whole = self.to_string();
         match self {
-            Self::Io { source, .. } => source.to_string(),
-            Self::NotRegular { what, .. } => {
-                format!("is {what}, not a regular file; refusing to read it")
-            }
-            Self::TooLarge { limit, .. } => format!("larger than the {limit}-byte limit"),
-            e => e.to_string(),
+            Self::Io { path, .. }
+            | Self::NotRegular { path, .. }
+            | Self::Replaced { path }
+            | Self::TooLarge { path, .. } => whole
+                .strip_prefix(&format!("{}: ", path.display()))
+                .map_or_else(|| whole.clone(), str::to_owned),
+            _ => whole,
         }
     }
 
@@ -257,6 +259,11 @@ impl Walked {
             });
         }
         Ok(file)
+    }
+
+    /// Whether the walk ended on a directory.
+    pub fn is_dir(&self) -> bool {
+        kind(&self.st) == SFlag::S_IFDIR
     }
 
     /// The directory walked to, as a `cap_std` handle that reads and
@@ -545,7 +552,8 @@ fn push_names(todo: &mut Vec<OsString>, p: &Path) {
     }
 }
 
-pub(super) fn kind(st: &FileStat) -> SFlag {
+/// The type of what `st` is the status of (`S_IFMT`).
+pub fn kind(st: &FileStat) -> SFlag {
     SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT
 }
 

@@ -30,8 +30,6 @@ pub enum InspectError {
     /// directory argument.
     #[error("{0}")]
     Way(#[source] crate::beneath::PathError),
-    #[error("is {what}, not a regular file; refusing to open it")]
-    NotRegular { what: &'static str },
     /// Kept from others and reached through `through`, which someone
     /// other than root and its owner may change: it may be a link someone
     /// made to a file they may not read.
@@ -51,11 +49,11 @@ pub enum InspectError {
     Unlocated(#[source] crate::beneath::PathError),
     #[error("moved while it was being checked; refusing to read it")]
     Moved,
-    #[error("changed while it was opened; refusing to read it")]
-    Replaced,
-    #[error("larger than the {limit}-byte limit")]
-    TooLarge { limit: u64 },
-    /// Reading the file, or listing the directory.
+    /// Not a regular file, replaced while it was opened, larger than the
+    /// limit, or not read.
+    #[error("{}", .0.problem())]
+    Unread(#[source] crate::beneath::PathError),
+    /// Listing the directory.
     #[error("{0}")]
     Io(#[source] std::io::Error),
 }

@@ -45,10 +45,10 @@ impl Base {
     /// `path` walked as written; `Ok(None)` when it is not a directory.
     fn open(path: &Path) -> Result<Option<Self>, InspectError> {
         let walked = walk(Start::Path, path)?;
-        let st = &walked.st;
-        if kind(st) != nix::sys::stat::SFlag::S_IFDIR {
+        if !walked.is_dir() {
             return Ok(None);
         }
+        let st = &walked.st;
         // Not listable by others: its names are kept from them too.
         let kept = st.st_mode & 0o005 != 0o005 && !own(st);
         let refused = kept
@@ -100,10 +100,6 @@ fn own(st: &FileStat) -> bool {
     euid != 0 && st.st_uid == euid
 }
 
-fn kind(st: &FileStat) -> nix::sys::stat::SFlag {
-    nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT
-}
-
 /// The refusal of `what` of `uid`, kept from others, reached through
 /// `through`.
 fn refusal(what: Kept, uid: u32, through: &Entry) -> InspectError {
@@ -129,12 +125,8 @@ impl Input {
     pub(super) fn read(&self) -> Result<Vec<u8>, InspectError> {
         let walked = self.open_path()?;
         let (st, passed) = (&walked.st, &walked.passed);
-        let kind = kind(st);
-        if kind != nix::sys::stat::SFlag::S_IFREG {
-            return Err(InspectError::NotRegular {
-                what: beneath::kind_name(kind),
-            });
-        }
+        // Only a regular file is opened, through the descriptor walked to.
+        let file = walked.open_read().map_err(InspectError::Unread)?;
         if st.st_mode & 0o004 == 0 && !own(st) {
             if let Some(p) = exposure(passed, st.st_uid) {
                 return Err(file_refusal(st, p));
@@ -143,17 +135,8 @@ impl Input {
                 return Err(problem);
             }
         }
-        let file = walked.open_read().map_err(|e| match e {
-            PathError::Replaced { .. } => InspectError::Replaced,
-            e => InspectError::Way(e),
-        })?;
-        beneath::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64).map_err(|e| {
-            match e {
-                PathError::Io { source, .. } => InspectError::Io(source),
-                PathError::TooLarge { limit, .. } => InspectError::TooLarge { limit },
-                e => InspectError::Way(e),
-            }
-        })
+        beneath::read_capped(file, &self.shown, validate::MAX_PUBLISHED_SIZE as u64)
+            .map_err(InspectError::Unread)
     }
 
     /// Why a file kept from others must not be read: a directory above
@@ -288,12 +271,18 @@ mod tests {
         );
         let e = read("fifo.crt");
         assert!(
-            matches!(e, Err(InspectError::NotRegular { what: "a FIFO" })),
+            matches!(
+                e,
+                Err(InspectError::Unread(PathError::NotRegular {
+                    what: "a FIFO",
+                    ..
+                }))
+            ),
             "{e:?}"
         );
         let e = read("big.crt");
         assert!(
-            matches!(e, Err(InspectError::TooLarge { limit }) if limit == validate::MAX_PUBLISHED_SIZE as u64),
+            matches!(e, Err(InspectError::Unread(PathError::TooLarge { limit, .. })) if limit == validate::MAX_PUBLISHED_SIZE as u64),
             "{e:?}"
         );
         // Beneath a directory argument: the same loop, named as listed.

@@ -198,7 +198,7 @@ impl<'a> Source<'a> {
                     HostDirError::Dir(e)
                 }
             })?;
-        if !is_dir(&held.st) {
+        if !held.is_dir() {
             return Err(HostDirError::Dir(PathError::NotDir { path: path.into() }));
         }
         Ok(Self { held, path })
@@ -223,7 +223,7 @@ impl<'a> Source<'a> {
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(refused(path, e)),
         };
-        if is_dir(&walked.st) {
+        if walked.is_dir() {
             return match skip_dirs {
                 true => Ok(None),
                 false => Err(HostDirError::NotAFile { path: path.into() }),
@@ -234,10 +234,6 @@ impl<'a> Source<'a> {
         let bytes = beneath::read_capped(file, path, MAX_BUNDLE_SIZE as u64);
         bytes.map(Some).map_err(|e| refused(path, e))
     }
-}
-
-fn is_dir(st: &nix::sys::stat::FileStat) -> bool {
-    st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR
 }
 
 fn refused(path: &Path, e: PathError) -> HostDirError {
