@@ -64,8 +64,12 @@ impl Base {
 
     /// Why nothing in it may be told, if so.
     fn refusal(&self) -> Option<InspectError> {
-        let (uid, through) = self.refused.as_ref()?;
-        Some(refusal(Kept::Directory, *uid, through))
+        let (uid, through) = self.refused.clone()?;
+        Some(InspectError::Exposed {
+            what: Kept::Directory,
+            uid,
+            through,
+        })
     }
 }
 
@@ -100,16 +104,14 @@ fn own(st: &FileStat) -> bool {
     euid != 0 && st.st_uid == euid
 }
 
-/// The refusal of `what` of `uid`, kept from others, reached through
+/// The refusal of the file `st`, kept from others, reached through
 /// `through`.
-fn refusal(what: Kept, uid: u32, through: &Entry) -> InspectError {
-    let through = through.clone();
-    InspectError::Exposed { what, uid, through }
-}
-
-/// [`refusal`] of the file `st`.
 fn file_refusal(st: &FileStat, through: &Entry) -> InspectError {
-    refusal(Kept::File { links: st.st_nlink }, st.st_uid, through)
+    InspectError::Exposed {
+        what: Kept::File { links: st.st_nlink },
+        uid: st.st_uid,
+        through: through.clone(),
+    }
 }
 
 impl Input {

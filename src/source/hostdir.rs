@@ -221,30 +221,21 @@ impl<'a> Source<'a> {
         }) {
             Ok(w) => w,
             Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) => return Err(refused(path, e)),
+            Err(e @ PathError::Escapes { .. }) => {
+                return Err(HostDirError::Escapes {
+                    path: path.into(),
+                    source: e,
+                });
+            }
+            Err(e) => return Err(HostDirError::Read(e)),
         };
-        if walked.is_dir() {
-            return match skip_dirs {
-                true => Ok(None),
-                false => Err(HostDirError::NotAFile { path: path.into() }),
-            };
+        if skip_dirs && walked.is_dir() {
+            return Ok(None);
         }
-        let file = walked.open_read().map_err(|e| refused(path, e))?;
+        let file = walked.open_read().map_err(HostDirError::Read)?;
         writers.may_read(&walked.st, path)?;
         let bytes = beneath::read_capped(file, path, MAX_BUNDLE_SIZE as u64);
-        bytes.map(Some).map_err(|e| refused(path, e))
-    }
-}
-
-fn refused(path: &Path, e: PathError) -> HostDirError {
-    match e {
-        PathError::Escapes { .. } => HostDirError::Escapes {
-            path: path.into(),
-            source: e,
-        },
-        PathError::Loop { .. } => HostDirError::Loop { path: path.into() },
-        PathError::NotRegular { .. } => HostDirError::NotAFile { path: path.into() },
-        e => HostDirError::Read(e),
+        bytes.map(Some).map_err(HostDirError::Read)
     }
 }
 

@@ -26,10 +26,6 @@ pub enum HostDirError {
         #[source]
         source: PathError,
     },
-    #[error("{path}: symlink loop")]
-    Loop { path: PathBuf },
-    #[error("{path}: not a regular file (a FIFO, device or directory); refusing to read it")]
-    NotAFile { path: PathBuf },
     #[error(
         "{path}: a file of uid {owner} (mode {mode:04o}) in a source {writers}, who could not \
          read it themselves: certsync publishes from a source only what the users who may \
@@ -44,7 +40,9 @@ pub enum HostDirError {
         /// Who may change the source, in words.
         writers: String,
     },
-    /// Also a file larger than the bundle limit (`PathError::TooLarge`).
+    /// Also a symlink loop, what is not a regular file (a FIFO, device or
+    /// directory) and a file larger than the bundle limit
+    /// (`PathError::TooLarge`).
     #[error("{0}")]
     Read(#[source] PathError),
     #[error("{path}: not a combined PEM certsync can read: {problem}")]
