@@ -62,9 +62,24 @@ pub enum PathError {
     LinkChangeable { path: PathBuf, uid: u32 },
     #[error("{} (owner {uid}, mode {mode:04o}) may be changed by another user", path.display())]
     Changeable { path: PathBuf, uid: u32, mode: u32 },
+    /// A target directory another user may write, who could plant the
+    /// entries certsync keeps there.
+    #[error(
+        "{} (owner {uid}, mode {mode:04o}) may be changed by another user, who could plant \
+         the entries certsync keeps there (..data, ..pin, ..history) for it to obey; a \
+         directory others may write (a volume's root) is no target: name a subdirectory \
+         of it (as /certs/web in a /certs volume), which certsync makes root's, 0755",
+        target.display()
+    )]
+    Target {
+        target: PathBuf,
+        uid: u32,
+        mode: u32,
+    },
     // What concerns the file (or directory) a caller names itself, said
     // without its path: the caller names it, as the kernel would.
-    /// The file read may be changed by another user.
+    /// The file read (or a directory certsync made and holds) may be
+    /// changed by another user.
     #[error("owner {uid}, mode {mode:04o}: may be changed by another user")]
     FileChangeable { uid: u32, mode: u32 },
     /// The file read has another name, which may be another user's.
@@ -80,20 +95,6 @@ pub enum PathError {
     /// The current directory, to make a relative path absolute.
     #[error("the working directory: {0}")]
     WorkingDirectory(#[source] io::Error),
-    /// A target directory another user may write, who could plant the
-    /// entries certsync keeps there.
-    #[error(
-        "{} (owner {uid}, mode {mode:04o}) may be changed by another user, who could plant \
-         the entries certsync keeps there (..data, ..pin, ..history) for it to obey; a \
-         directory others may write (a volume's root) is no target: name a subdirectory \
-         of it (as /certs/web in a /certs volume), which certsync makes root's, 0755",
-        target.display()
-    )]
-    Target {
-        target: PathBuf,
-        uid: u32,
-        mode: u32,
-    },
 }
 
 impl PathError {
