@@ -33,7 +33,7 @@ pub(crate) use tests::BETWEEN_CHECK_AND_OPEN;
 pub use trust::{Faults, Owners, ReadOnly, Trust};
 pub use up::{directory_and_ancestors, holder, identity, upward};
 pub use walk::{
-    Entry, Links, MAX_DEPTH, MAX_LINKS, PathError, Start, Walked, fd_path, kind, kind_name,
+    Entry, Links, MAX_DEPTH, MAX_LINKS, PathError, Start, Walked, fd_path, kind, not_regular,
     read_only, walk,
 };
 

@@ -241,12 +241,9 @@ impl Walked {
     /// (an `O_PATH` descriptor cannot read; Linux has no other upgrade),
     /// `O_NONBLOCK` so no FIFO blocks, device and inode compared after.
     pub fn open_read(&self) -> Result<File, PathError> {
-        let k = kind(&self.st);
-        if k != SFlag::S_IFREG {
-            return Err(PathError::NotRegular {
-                path: self.shown.clone(),
-                what: kind_name(k),
-            });
+        if let Some(what) = not_regular(&self.st) {
+            let path = self.shown.clone();
+            return Err(PathError::NotRegular { path, what });
         }
         let file = File::options()
             .read(true)
@@ -558,16 +555,18 @@ pub fn kind(st: &FileStat) -> SFlag {
     SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT
 }
 
-/// What kind of file other than a regular one `k` is, for messages.
-pub fn kind_name(k: SFlag) -> &'static str {
-    match k {
+/// What kind of file other than a regular one `st` is, for messages;
+/// `None` for a regular file.
+pub fn not_regular(st: &FileStat) -> Option<&'static str> {
+    Some(match kind(st) {
+        SFlag::S_IFREG => return None,
         SFlag::S_IFDIR => "a directory",
         SFlag::S_IFIFO => "a FIFO",
         SFlag::S_IFSOCK => "a socket",
-        SFlag::S_IFCHR | SFlag::S_IFBLK => "a device",
         SFlag::S_IFLNK => "a symlink",
-        _ => "a regular file",
-    }
+        SFlag::S_IFCHR | SFlag::S_IFBLK => "a device",
+        _ => "a file of no known kind",
+    })
 }
 
 /// The kernel's name for what `fd` holds (`/proc/self/fd/N`): where it

@@ -27,16 +27,12 @@ pub fn only_root_may_change(path: &Path) -> Result<(), PathError> {
 /// second name may be another user's), at most `limit` bytes. What is
 /// wrong with the file itself is said without its path (callers name it).
 pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
-    use std::os::unix::fs::MetadataExt as _;
     // A FIFO or device says what it is; this `stat` only words a refusal.
-    if let Ok(m) = std::fs::metadata(path)
-        && !m.is_file()
+    if let Ok(st) = nix::sys::stat::stat(path)
+        && let Some(what) = beneath::not_regular(&st)
     {
-        let k = nix::sys::stat::SFlag::from_bits_truncate(m.mode());
-        return Err(PathError::NotRegular {
-            path: path.to_owned(),
-            what: beneath::kind_name(k & nix::sys::stat::SFlag::S_IFMT),
-        });
+        let path = path.to_owned();
+        return Err(PathError::NotRegular { path, what });
     }
     let absolute = std::path::absolute(path).map_err(PathError::WorkingDirectory)?;
     let walked = beneath::walk(Start::Path, &absolute, Links::Follow, &mut |e| {
@@ -45,12 +41,12 @@ pub fn read_owned(path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
     // The file itself, as walked to (the very inode read): no exception
     // at all.
     let entry = Entry::of(path.to_owned(), walked.fd.as_fd(), &walked.st, false);
-    if Trust::STRICT.judge(&entry).is_err() {
-        return Err(PathError::FileChangeable {
+    Trust::STRICT
+        .judge(&entry)
+        .map_err(|_| PathError::FileChangeable {
             uid: entry.uid,
             mode: entry.mode,
-        });
-    }
+        })?;
     if walked.st.st_nlink > 1 {
         return Err(PathError::HardLink {
             links: walked.st.st_nlink,
@@ -136,20 +132,14 @@ pub fn no_other_user_may_recreate(path: &Path) -> Result<(), PathError> {
 /// `..history` or a revision for certsync to act on. A missing target is
 /// made by certsync, root's and 0755.
 pub fn no_other_user_may_write(target: &Path) -> Result<(), PathError> {
-    use std::os::unix::fs::MetadataExt as _;
     let Ok(m) = std::fs::metadata(target) else {
         return Ok(());
     };
-    if Trust::STRICT
-        .judge(&Entry::from_metadata(target, &m))
-        .is_ok()
-    {
-        return Ok(());
-    }
-    Err(PathError::Target {
+    let e = Entry::from_metadata(target, &m);
+    Trust::STRICT.judge(&e).map_err(|_| PathError::Target {
         target: target.to_owned(),
-        uid: m.uid(),
-        mode: m.mode() & 0o7777,
+        uid: e.uid,
+        mode: e.mode,
     })
 }
 
