@@ -32,10 +32,7 @@ pub use read::{open_file, read_capped, read_file};
 pub(crate) use tests::BETWEEN_CHECK_AND_OPEN;
 pub use trust::{Faults, Owners, ReadOnly, Trust};
 pub use up::{directory_and_ancestors, holder, identity, upward};
-pub use walk::{
-    Entry, Links, MAX_DEPTH, MAX_LINKS, PathError, Start, Walked, fd_path, kind, not_regular,
-    read_only, walk,
-};
+pub use walk::{Entry, Links, MAX_DEPTH, PathError, Start, Walked, fd_path, not_regular, walk};
 
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
 /// Linux's own limit on symlinks in one lookup (`MAXSYMLINKS`).
-pub const MAX_LINKS: usize = 40;
+const MAX_LINKS: usize = 40;
 
 /// How many directories deep a walk goes. It holds a descriptor for each
 /// directory it entered (`..` goes back to it), so a deeper way (none a
@@ -551,7 +551,7 @@ fn push_names(todo: &mut Vec<OsString>, p: &Path) {
 }
 
 /// The type of what `st` is the status of (`S_IFMT`).
-pub fn kind(st: &FileStat) -> SFlag {
+fn kind(st: &FileStat) -> SFlag {
     SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT
 }
 
@@ -576,7 +576,7 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
 }
 
 /// Whether `fd` is on a read-only mount.
-pub fn read_only(fd: BorrowedFd<'_>) -> bool {
+fn read_only(fd: BorrowedFd<'_>) -> bool {
     nix::sys::statvfs::fstatvfs(fd)
         .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
 }
