@@ -95,9 +95,9 @@ pub(super) fn lock_file(root: &Dir, name: &str, path: &Path) -> Result<File, Wri
     };
     match open() {
         Ok(f) if private(&f) => return Ok(f.into_std()),
-        // Out of descriptors says nothing of the file: removed, another
-        // writer's held lock would no longer exclude the next one.
-        Err(e) if super::revision::momentary(&e) => return Err(e).ctx("open lock", path),
+        // Out of descriptors or a volume's EIO says nothing of the file:
+        // removed, another writer's held lock would exclude no one.
+        Err(e) if !super::revision::said_by_the_file(&e) => return Err(e).ctx("open lock", path),
         _ => {}
     }
     remove_any(root, name, path)?;

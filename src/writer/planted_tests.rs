@@ -322,23 +322,35 @@ fn attack_a_live_revision_that_cannot_be_opened_for_a_moment_is_not_drift() {
     );
 }
 
-/// A pin that cannot be read for a moment (EMFILE) is an error, never
-/// taken for "no pin": the publish of the content it replaced would undo
-/// the operator's rollback.
+/// A pin that cannot be read for a reason of the process or the volume
+/// (EMFILE; EIO of a failing disk, ESTALE or EINTR of a network volume:
+/// nothing the pin's writer, certsync, caused) is an error, never taken for
+/// "no pin" or "not certsync's": the publish of the content it replaced
+/// would undo the operator's rollback.
 #[test]
 fn attack_a_pin_that_cannot_be_read_for_a_moment_is_not_taken_for_none() {
-    let (_d, w) = setup();
-    let (a, b) = (bundle("a"), bundle("b"));
-    w.publish(&a).unwrap();
-    w.publish(&b).unwrap();
-    w.rollback(None, |_| Ok(())).unwrap();
-    assert!(live_name(&w).ends_with(&a.hash().short()));
-    fail_once(PIN, 0, nix::libc::EMFILE);
-    let published = w.publish(&b);
-    assert!(FAILS.with(|f| f.borrow().is_none()), "the pin was not read");
-    assert!(emfile(&published), "{published:?}");
-    let live = live_name(&w);
-    assert!(live.ends_with(&a.hash().short()), "rollback undone: {live}");
+    use nix::libc::{EINTR, EIO, EMFILE, ESTALE};
+    for errno in [EMFILE, EIO, ESTALE, EINTR] {
+        let (_d, w) = setup();
+        let (a, b) = (bundle("a"), bundle("b"));
+        w.publish(&a).unwrap();
+        w.publish(&b).unwrap();
+        w.rollback(None, |_| Ok(())).unwrap();
+        assert!(live_name(&w).ends_with(&a.hash().short()));
+        fail_once(PIN, 0, errno);
+        let published = w.publish(&b);
+        assert!(FAILS.with(|f| f.borrow().is_none()), "the pin was not read");
+        assert!(published.is_err(), "{errno}: {published:?}");
+        assert!(
+            w.target().join(PIN).exists(),
+            "{errno}: the pin was removed"
+        );
+        let live = live_name(&w);
+        assert!(
+            live.ends_with(&a.hash().short()),
+            "{errno}: rollback undone: {live}"
+        );
+    }
 }
 
 /// What says something of the file, not of the process (EWOULDBLOCK: a
@@ -396,52 +408,90 @@ fn attack_a_revision_file_that_cannot_be_opened_is_unreadable_not_a_stop() {
     assert!(emfile(&w.revisions()));
 }
 
-/// `..lock` that cannot be opened for a moment (EMFILE) is an error, never
-/// taken for "not a private lock file" and removed: another writer holding
-/// its flock would then write beside the next one.
+/// `..lock` that cannot be opened for a reason of the process or the
+/// volume (EMFILE, EIO, ESTALE, EINTR: only certsync's user may open it)
+/// is an error, never taken for "not a private lock file" and removed:
+/// another writer holding its flock would then write beside the next one.
 #[test]
 fn attack_a_held_lock_file_that_cannot_be_opened_for_a_moment_is_not_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = WriterOptions {
-        keep: 4,
-        lock_timeout: Some(std::time::Duration::from_millis(200)),
-        ..Default::default()
-    };
-    let w = Writer::open(dir.path().join("target"), opts).unwrap();
-    w.publish(&bundle("a")).unwrap();
-    let lock = w.target().join(LOCK);
-    let held = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&lock)
-        .unwrap();
-    let _held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|(_, e)| e)
-        .unwrap();
-    let ino = fs::metadata(&lock).unwrap().ino();
-    fail_once(LOCK, 0, nix::libc::EMFILE);
-    let published = w.publish(&bundle("b"));
-    assert!(emfile(&published), "{published:?}");
-    let now = fs::symlink_metadata(&lock).map(|m| m.ino()).ok();
-    assert_eq!(now, Some(ino), "the held lock file was removed");
+    use nix::libc::{EINTR, EIO, EMFILE, ESTALE};
+    for errno in [EMFILE, EIO, ESTALE, EINTR] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = WriterOptions {
+            keep: 4,
+            lock_timeout: Some(std::time::Duration::from_millis(200)),
+            ..Default::default()
+        };
+        let w = Writer::open(dir.path().join("target"), opts).unwrap();
+        w.publish(&bundle("a")).unwrap();
+        let lock = w.target().join(LOCK);
+        let held = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&lock)
+            .unwrap();
+        let _held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let ino = fs::metadata(&lock).unwrap().ino();
+        fail_once(LOCK, 0, errno);
+        let published = w.publish(&bundle("b"));
+        assert!(published.is_err(), "{errno}: {published:?}");
+        let now = fs::symlink_metadata(&lock).map(|m| m.ino()).ok();
+        assert_eq!(now, Some(ino), "{errno}: the held lock file was removed");
+    }
 }
 
-/// A planted root-level name whose number is at the top of the range
-/// (`..rev-18446744073709551615-deadbeef`, any kind of entry) is not a
-/// revision name: counted, one past it overflowed (a panic in a debug
-/// build; revision 0 in a release one, where tidy then removed the
-/// revision just replaced instead of retiring it).
+/// A root-level `..rev-` name planted while the target was writable (any
+/// kind of entry) counts for nothing in the number of the next revision:
+/// at the top of the range one past it overflowed (a panic in a debug
+/// build; revision 0 in a release one, where tidy removed the revision just
+/// replaced), and 18 nines made the next name one certsync could not parse
+/// (its own live revision taken for none, written again, never retired).
 #[test]
-fn attack_a_planted_revision_name_at_the_top_of_u64_is_not_counted() {
-    let (_d, w) = setup();
-    let (a, b) = (bundle("a"), bundle("b"));
-    w.publish(&a).unwrap();
-    fs::write(w.target().join("..rev-18446744073709551615-deadbeef"), "x").unwrap();
-    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.publish(&b)));
-    assert!(
-        matches!(out, Ok(Ok(Outcome::Written { revision: 2, .. }))),
-        "{out:?}"
-    );
+fn attack_a_planted_revision_number_is_not_counted() {
+    for name in ["18446744073709551615", "999999999999999999"] {
+        let (_d, w) = setup();
+        let (a, b) = (bundle("a"), bundle("b"));
+        w.publish(&a).unwrap();
+        fs::write(w.target().join(format!("{REV_PREFIX}{name}-deadbeef")), "x").unwrap();
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.publish(&b)));
+        assert!(
+            matches!(out, Ok(Ok(Outcome::Written { revision: 2, .. }))),
+            "{out:?}"
+        );
+        let live = w.live().unwrap();
+        assert!(
+            live.is_some_and(|l| l.problem.is_none() && l.hash == b.hash()),
+            "{name}"
+        );
+        assert!(
+            matches!(w.publish(&b), Ok(Outcome::Unchanged { .. })),
+            "{name}"
+        );
+    }
+}
+
+/// A planted `..rev-` directory whose number has more digits than certsync
+/// writes (`..rev-0000000000000000001-deadbeef`) is a revision name like any
+/// other: not certsync's, removed at the next write, never left in a
+/// target its planter may still write into.
+#[test]
+fn attack_a_planted_revision_with_a_long_number_is_removed() {
+    for (why, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        w.publish(&bundle("a")).unwrap();
+        let planted = w.target().join("..rev-0000000000000000001-deadbeef");
+        fs::create_dir(&planted).unwrap();
+        fs::write(planted.join(KEY_FILE), "planted").unwrap();
+        plant(&planted, mode, owner);
+        let out = w.publish(&bundle("b")).unwrap();
+        assert!(matches!(out, Outcome::Written { .. }), "{why}: {out:?}");
+        assert!(
+            fs::symlink_metadata(&planted).is_err(),
+            "{why}: the planted directory stays"
+        );
+    }
 }
 
 /// A planted `..history` holding a chain of directories deeper than any

@@ -17,12 +17,10 @@ use crate::beneath::{self, Links, PathError, Start};
 use crate::bundle::{Bundle, ContentHash};
 use crate::validate::MAX_PUBLISHED_SIZE;
 
-/// A revision name: `..rev-NNNNNN-HHHHHHHH` (live) or `NNNNNN-HHHHHHHH` (history),
-/// at most 18 digits: one past any number counted is still a number (a planted
-/// `..rev-18446744073709551615-…` overflowed the count of the next revision).
+/// A revision name: `..rev-NNNNNN-HHHHHHHH` (live) or `NNNNNN-HHHHHHHH` (history).
 pub(super) fn parse_rev(name: &str) -> Option<(u64, &str)> {
     let (num, hash) = name.split_once('-')?;
-    let ok = (6..=18).contains(&num.len())
+    let ok = num.len() >= 6
         && num.bytes().all(|b| b.is_ascii_digit())
         && hash.len() == 8
         && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
@@ -43,15 +41,21 @@ pub(super) struct Revision {
     pub(super) meta: BTreeMap<String, FileMeta>,
 }
 
-/// Whether `e` is a failure of the process or the system (out of descriptors
-/// or memory), which says nothing of the file: an error, never taken for "not
-/// certsync's" or "unreadable". Anything else an open answers (EACCES,
-/// EWOULDBLOCK while its owner holds a lease, ELOOP) is the file's, and
-/// whoever may write the target can cause it at will: taken for an error,
-/// a planted file would stop every write.
-pub(super) fn momentary(e: &io::Error) -> bool {
-    use nix::libc::{EMFILE, ENFILE, ENOMEM};
-    matches!(e.raw_os_error(), Some(EMFILE | ENFILE | ENOMEM))
+/// Whether `e`, from an open of a file in a target, is one its planter can
+/// cause at will: EWOULDBLOCK while its owner holds a lease (root's open
+/// too), EACCES or EPERM for another user's file, ELOOP a link, ENOTDIR,
+/// EISDIR or ENXIO not a regular file, ETXTBSY. Such a file is not
+/// certsync's (removed) or unreadable (drift), never a stop of every write.
+/// Any other failure (out of descriptors, a volume's EIO or ESTALE) says
+/// nothing of the file: an error, never taken for "not ours", which would
+/// remove what certsync keeps (the operator's pin, a held `..lock`).
+pub(super) fn said_by_the_file(e: &io::Error) -> bool {
+    use nix::libc::{EACCES, EISDIR, ELOOP, ENOTDIR, ENXIO, EPERM, ETXTBSY, EWOULDBLOCK};
+    let errno = e.raw_os_error();
+    matches!(
+        errno,
+        Some(EACCES | EISDIR | ELOOP | ENOTDIR | ENXIO | EPERM | ETXTBSY | EWOULDBLOCK)
+    )
 }
 
 /// What [`judged`] found under a name in a target.
@@ -105,7 +109,7 @@ pub(super) fn not_a_dir(e: io::Error) -> String {
 /// symlink), if it is certsync's own ([`judged`]; one that is not is never
 /// read): its regular files with their modes and owners. `Err`: it could not
 /// be looked at (an open or read failing for a reason that says nothing of
-/// what is there, [`momentary`]), never taken for a revision that is unreadable,
+/// what is there: not [`said_by_the_file`]), never taken for a revision that is unreadable,
 /// which drift would write again and a rollback would refuse.
 pub(super) fn read_revision_at(
     parent: &Dir,
@@ -126,7 +130,7 @@ pub(super) fn read_revision_at(
         let path = shown.join(&name);
         let (bytes, meta) = match read_file(&dir, &name, &path) {
             Ok(read) => read,
-            Err(PathError::Io { path, source }) if momentary(&source) => {
+            Err(PathError::Io { path, source }) if !said_by_the_file(&source) => {
                 return Err(WriterError::Io {
                     op: "read",
                     path,

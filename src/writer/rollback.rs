@@ -10,7 +10,7 @@ use super::history::{history, options_of};
 use super::layout::{HISTORY, PIN, RevisionProblem, own};
 use super::publish::Outcome;
 use super::revision::{
-    Revision, as_written, momentary, parse_rev, read_file, read_revision_at, replace_beneath,
+    Revision, as_written, parse_rev, read_file, read_revision_at, replace_beneath, said_by_the_file,
 };
 use super::target::Writer;
 use crate::beneath::PathError;
@@ -30,9 +30,10 @@ pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterErr
         Err(PathError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Ok(None);
         }
-        // A read that failed for a moment (EMFILE) is no proof of no pin:
-        // taken for none, the next publish undid the operator's rollback.
-        Err(PathError::Io { path, source }) if momentary(&source) => {
+        // A read that failed for a reason of the process or the volume (EMFILE,
+        // EIO) is no proof of no pin: taken for none, or the pin for not
+        // certsync's, the next publish undid the operator's rollback.
+        Err(PathError::Io { path, source }) if !said_by_the_file(&source) => {
             return Err(WriterError::Io {
                 op: "read",
                 path,
