@@ -164,7 +164,13 @@ impl Writer {
                 changed = true;
                 continue;
             }
-            let Some((revision, _)) = name.strip_prefix(REV_PREFIX).and_then(parse_rev) else {
+            let Some(rest) = name.strip_prefix(REV_PREFIX) else {
+                continue;
+            };
+            let Some((revision, _)) = parse_rev(rest) else {
+                // Under certsync's reserved prefix and no revision: planted.
+                remove_any(root, &name, &self.path(&name))?;
+                changed = true;
                 continue;
             };
             match &live {

@@ -634,3 +634,55 @@ fn attack_a_target_made_writable_after_start_is_never_published_into() {
         assert!(matches!(w.publish(&b).unwrap(), Outcome::Written { .. }));
     }
 }
+
+/// Whoever may write the target (made writable after start, an operator's
+/// `chmod`) may rename what certsync made there: its own live revision
+/// renamed to `..rev-18446744073709551615-…` (or one below) is certsync's
+/// directory, but its number is none certsync wrote, and counting it
+/// refused every publish, for good (or made certsync write u64::MAX and
+/// refuse every later change).
+#[test]
+fn attack_a_renamed_own_revision_at_the_top_of_u64_does_not_stop_publishing() {
+    let mut refused = Vec::new();
+    for number in [u64::MAX, u64::MAX - 1] {
+        let (_d, w) = setup();
+        let a = bundle("a");
+        w.publish(&a).unwrap();
+        let own = fs::read_link(w.target().join(DATA)).unwrap();
+        let own = own.to_str().unwrap().to_owned();
+        let hash = own.rsplit('-').next().unwrap().to_owned();
+        let renamed = w.target().join(format!("{REV_PREFIX}{number}-{hash}"));
+        // The planter's one step: a rename in the target (needs only write
+        // on the target, not on certsync's directory).
+        fs::rename(w.target().join(&own), &renamed).unwrap();
+        for tag in ["b", "c", "d"] {
+            let out = w.publish(&bundle(tag));
+            if !matches!(out, Ok(Outcome::Written { .. })) {
+                refused.push(format!("{number}: publish of {tag}: {out:?}"));
+            }
+        }
+    }
+    assert!(refused.is_empty(), "{refused:#?}");
+}
+
+/// A planted `..rev-` directory whose number does not fit a u64
+/// (`..rev-99999999999999999999-deadbeef`) is under certsync's reserved
+/// prefix and no revision: removed at the next write, never left in the
+/// consumer's volume for its planter.
+#[test]
+fn attack_a_planted_revision_numbered_past_u64_is_removed() {
+    for (why, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        w.publish(&bundle("a")).unwrap();
+        let planted = w.target().join("..rev-99999999999999999999-deadbeef");
+        fs::create_dir(&planted).unwrap();
+        fs::write(planted.join(KEY_FILE), "planted").unwrap();
+        plant(&planted, mode, owner);
+        let out = w.publish(&bundle("b")).unwrap();
+        assert!(matches!(out, Outcome::Written { .. }), "{why}: {out:?}");
+        assert!(
+            fs::symlink_metadata(&planted).is_err(),
+            "{why}: the planted directory stays"
+        );
+    }
+}

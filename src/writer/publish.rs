@@ -2,14 +2,13 @@
 //! `..data` flipped and what it replaced retired.
 
 use cap_fs_ext::DirExt;
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 
 use super::error::{Ctx, WriterError};
 use super::history::history;
-use super::layout::{DATA, REV_PREFIX, own};
+use super::layout::{DATA, MAX_COUNTED, REV_PREFIX};
 use super::revision::{
-    Found, create_file, fsync, judged, list, parse_rev, read_link, remove_any, replace_symlink,
-    rev_name,
+    create_file, fsync, list, parse_rev, read_link, remove_any, replace_symlink, rev_name,
 };
 use super::target::Writer;
 use crate::bundle::Bundle;
@@ -67,31 +66,20 @@ impl Writer {
                 None
             }
         };
-        // One past the highest revision number of certsync's own: its
-        // revisions (judged), the one its `..data` names (the directory may
-        // be gone) and its history's. A name planted while the target was
-        // writable counts for nothing: one numbered at the top of the range
-        // overflowed the count, one of 18 nines made the next name unparsable.
-        let mut numbers: Vec<u64> = history(root)?.1.into_keys().collect();
-        let data = root.symlink_metadata(DATA).ok();
-        let own_data = data.is_some_and(|m| own(m.uid(), 0).is_ok());
-        for n in list(root, &self.target)?.into_iter() {
-            let number = n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0);
-            if let Some(number) = number
-                && let Found::Own(_) = judged(root, &n, &self.path(&n))?
-            {
-                numbers.push(number);
-            }
-        }
-        let live = read_link(root, DATA).filter(|_| own_data);
-        numbers.extend(live.and_then(|l| Some(parse_rev(l.strip_prefix(REV_PREFIX)?)?.0)));
-        let revision =
-            (numbers.into_iter().max().unwrap_or(0).checked_add(1)).ok_or_else(|| {
-                WriterError::Foreign {
-                    path: self.target.clone(),
-                    what: "holds certsync's revision numbered at the end of the range",
-                }
-            })?;
+        // One past the highest revision number anywhere in the target, the
+        // one `..data` names included (its directory may be gone). A number
+        // past MAX_COUNTED is none certsync wrote (planted, or its own entry
+        // renamed while the target was writable): not counted, so the next
+        // is never an overflow nor a refusal, and tidy removes that entry.
+        let revision = list(root, &self.target)?
+            .into_iter()
+            .chain(read_link(root, DATA))
+            .filter_map(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0))
+            .chain(history(root)?.1.into_keys())
+            .filter(|n| *n <= MAX_COUNTED)
+            .max()
+            .unwrap_or(0)
+            + 1;
         let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
         let made = self
             .write_revision(root, &dir_name, bundle)
