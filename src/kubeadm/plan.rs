@@ -306,23 +306,23 @@ fn kubeadms_pairs(
     recorded: Option<&State>,
     cas: &[trust::CaEnd],
 ) -> Result<Vec<(String, Vec<u8>, u32)>, KubeadmError> {
-    let pairs: Vec<_> = (certs.iter())
-        .filter_map(|c| Some((c.pair()?, c.ca_crt())))
-        .collect();
-    for (pair, ca) in &pairs {
-        node::issued_by(dir, &format!("{pair}.crt"), ca, trust::in_place(cas, ca))
-            .map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
-    }
+    // Each template read once: the bytes judged are the bytes backed up.
+    let crts = (certs.iter().filter_map(|c| Some((c.pair()?, c.ca_crt()))))
+        .map(|(pair, ca)| {
+            let crt = format!("{pair}.crt");
+            let read = node::issued_by(dir, &crt, &ca, trust::in_place(cas, &ca));
+            let (bytes, mode) = read.map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
+            Ok((pair, (crt, bytes, mode)))
+        })
+        .collect::<Result<Vec<_>, KubeadmError>>()?;
     let mut first = Vec::new();
-    for (p, _) in pairs {
-        for ext in ["crt", "key"] {
-            let file = format!("{p}.{ext}");
-            let Some((bytes, mode)) = node::read_with_mode(dir, &file)? else {
-                return Err(KubeadmError::refused(dir, Refusal::NoPair { file }));
-            };
-            if !recorded.is_some_and(|s| s.pairs.contains_key(&p)) {
-                first.push((file, bytes, mode));
-            }
+    for (p, crt) in crts {
+        let file = format!("{p}.key");
+        let Some((bytes, mode)) = node::read_with_mode(dir, &file)? else {
+            return Err(KubeadmError::refused(dir, Refusal::NoPair { file }));
+        };
+        if !recorded.is_some_and(|s| s.pairs.contains_key(&p)) {
+            first.extend([crt, (file, bytes, mode)]);
         }
     }
     Ok(first)
