@@ -119,6 +119,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let admin = super::admin::Access::read(dir, state.map(|s| (s, &cas[0].0))).await;
     let (stored, from) = cluster_configuration(opts, &admin).await?;
     let parsed = component_manifests(dir)?;
+    let etcd = parsed.iter().find(|(c, ..)| c.name == "etcd");
+    let mirror = etcd.and_then(|(.., m)| super::wait::mirror_pod(m));
     let none = Default::default();
     let record = state.map_or(&none, |s| &s.trust);
     let client = stored.as_ref().map(|(_, c)| c);
@@ -164,6 +166,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         manifests,
         record: adopts_record,
         pod: current,
+        mirror,
         backup: format!("{BACKUPS}/{}", time_stamp()),
         kubeconfigs_renewed: (certs.iter())
             .filter_map(|c| c.client.map(|(.., k)| k.to_owned()))

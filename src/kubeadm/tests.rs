@@ -868,8 +868,8 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
     assert!(!bare.contains("log line"), "{bare}");
 }
 
-/// The mirror pod a wait asks for is named after etcd's `--name` as
-/// kubeadm writes it (quoted or not), never a `--name=` elsewhere in
+/// The mirror pod a wait asks for is named after etcd's `--name` (in the manifest the plan
+/// read) as kubeadm writes it (quoted or not), never a `--name=` elsewhere in
 /// the manifest (a comment, another container's argument).
 #[tokio::test]
 async fn a_waits_pod_is_named_after_etcds_name_flag() {
@@ -877,7 +877,7 @@ async fn a_waits_pod_is_named_after_etcds_name_flag() {
     let etcd = dir.path().join("manifests/etcd.yaml");
     let admin = super::admin::Access::read(dir.path(), None).await;
     let said = super::wait::pod_state(
-        super::wait::mirror_pod(dir.path()).as_deref(),
+        (plan(&options(dir.path())).await.expect("plan").mirror).as_deref(),
         &admin,
         std::time::Duration::from_secs(2),
     )
@@ -888,7 +888,7 @@ async fn a_waits_pod_is_named_after_etcds_name_flag() {
     assert_ne!(planted, text, "the fixture names cp1");
     std::fs::write(&etcd, planted).expect("write");
     let said = super::wait::pod_state(
-        super::wait::mirror_pod(dir.path()).as_deref(),
+        (plan(&options(dir.path())).await.expect("plan").mirror).as_deref(),
         &admin,
         std::time::Duration::from_secs(2),
     )

@@ -21,7 +21,7 @@ use http_body_util::BodyExt as _;
 
 use super::admin::Admin;
 use super::error::KubeadmError;
-use super::manifest::{Manifest, manifest_path};
+use super::manifest::Manifest;
 use super::node;
 use super::plan;
 use super::seen::{Problem, Seen};
@@ -245,10 +245,10 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     }
 }
 
-/// certsync's mirror pod `certsync-NODE` (NODE: etcd's `--name`), named once per command
-/// (not on every progress line of a wait); `None`: etcd.yaml names no node.
-pub fn mirror_pod(dir: &Path) -> Option<String> {
-    let etcd = Manifest::read(node::read(dir, &manifest_path("etcd")).ok()?.as_bytes()).ok()?;
+/// certsync's mirror pod `certsync-NODE` (NODE: `--name` of etcd's manifest, as the plan
+/// read it), named once per command (not on every progress line of a wait); `None`:
+/// etcd.yaml names no node.
+pub fn mirror_pod(etcd: &Manifest) -> Option<String> {
     Some(format!("certsync-{}", etcd.flag("name")?))
 }
 
@@ -366,7 +366,7 @@ pub async fn api_server_back(
     let back = async {
         let m = Manifest::read(manifest).ok();
         let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
-        let (Some(ip), Some(cert)) = (flag("advertise-address"), serving_cert(manifest)) else {
+        let (Some(ip), Some(cert)) = (flag("advertise-address"), flag("tls-cert-file")) else {
             return Err(Seen::NoAddress {
                 manifest: manifest_path.to_owned(),
             });

@@ -31,6 +31,9 @@ pub struct Plan {
     pub record: Option<(Vec<u8>, super::super::record::State)>,
     #[serde(skip)]
     pub pod: Option<super::super::pod::Current>,
+    /// [`super::super::wait::mirror_pod`] of the etcd manifest the plan read.
+    #[serde(skip)]
+    pub mirror: Option<String>,
     /// kubeadm's files certsync's pod rewrites that no earlier adoption backed up, as read
     /// (bytes and mode): kubeconfigs, then pairs.
     #[serde(skip)]
