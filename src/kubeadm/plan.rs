@@ -128,7 +128,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let (stored, from) = cluster_configuration(opts, &admin).await?;
     let parsed = component_manifests(dir)?;
     let etcd = parsed.iter().find(|(c, ..)| c.name == "etcd");
-    let mirror = etcd.and_then(|(.., m)| super::wait::mirror_pod(m));
+    let mirror = etcd.and_then(|(.., m)| Some(format!("certsync-{}", m.flag("name")?)));
     let client = stored.as_ref().map(|(_, c)| c);
     let (trust, cluster_cas, cluster_cas_new) = cluster_trust(opts, cas, state, client).await?;
     let manifests = manifest_changes(dir, parsed, &trust.digest)?;

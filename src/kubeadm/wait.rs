@@ -245,19 +245,12 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     }
 }
 
-/// certsync's mirror pod `certsync-NODE` (NODE: `--name` of etcd's manifest, as the plan
-/// read it), named once per command (not on every progress line of a wait); `None`:
-/// etcd.yaml names no node.
-pub fn mirror_pod(etcd: &Manifest) -> Option<String> {
-    Some(format!("certsync-{}", etcd.flag("name")?))
-}
-
 /// How a wait for certsync's pod asks after it: for how long, through which admin.conf,
-/// and its [`mirror_pod`].
+/// and its mirror pod ([`super::plan::Plan::mirror`]).
 pub type Within<'a> = (Duration, &'a Admin, Option<&'a str>);
 
 /// The kubelet's view of certsync's pod within `limit`, asked through `admin`:
-/// its mirror pod `kube-system/`[`mirror_pod`] and its last log line; else what
+/// its mirror pod `kube-system/certsync-NODE` and its last log line; else what
 /// to check on the node.
 pub async fn pod_state(mirror: Option<&str>, admin: &Admin, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \

@@ -31,7 +31,9 @@ pub struct Plan {
     pub record: Option<(Vec<u8>, super::super::record::State)>,
     #[serde(skip)]
     pub pod: Option<super::super::pod::Current>,
-    /// [`super::super::wait::mirror_pod`] of the etcd manifest the plan read.
+    /// certsync's mirror pod `certsync-NODE` (NODE: `--name` of the etcd manifest the plan
+    /// read), named once per command (not on every progress line of a wait); `None`:
+    /// etcd.yaml names no node.
     #[serde(skip)]
     pub mirror: Option<String>,
     /// kubeadm's files certsync's pod rewrites that no earlier adoption backed up, as read
