@@ -416,6 +416,25 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
         "{why}"
     );
 
+    // A pair's certificate missing is refused as the template unread (read once, judged and
+    // backed up as read); its key missing, as a pair incomplete.
+    let dir = node_dir();
+    std::fs::remove_file(dir.path().join("pki/apiserver.crt")).expect("rm");
+    let why = refusal(dir.path()).await;
+    assert!(
+        matches!(&why, Refusal::Cert(FileProblem::Unreadable(e))
+            if matches!(&**e, KubeadmError::File { problem, .. }
+                if matches!(**problem, FileProblem::Missing))),
+        "{why}"
+    );
+    let dir = node_dir();
+    std::fs::remove_file(dir.path().join("pki/apiserver.key")).expect("rm");
+    let why = refusal(dir.path()).await;
+    assert!(
+        matches!(&why, Refusal::NoPair { file } if file == "/etc/kubernetes/pki/apiserver.key"),
+        "{why}"
+    );
+
     // A custom path in a manifest.
     let dir = node_dir();
     let p = dir.path().join("manifests/etcd.yaml");
