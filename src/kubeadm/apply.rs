@@ -49,8 +49,7 @@ pub async fn adopt(opts: &Options, out: &mut Out) -> Result<(), KubeadmError> {
 /// Exactly `plan`, on the node: nothing at all when it is empty but one look at the pod.
 pub(super) async fn apply(opts: &Options, plan: &Plan, out: &mut Out) -> Result<(), KubeadmError> {
     let dir = &opts.dir;
-    let mirror = wait::mirror_pod(dir);
-    let within = (opts.ready_timeout, &plan.admin, mirror.as_deref());
+    let within = (opts.ready_timeout, &plan.admin, plan.mirror.as_deref());
     if plan.is_empty() {
         // "adopted" holds only while certsync's pod runs: one look says it as it is, never
         // assumed; an empty plan writes and waits for nothing.

@@ -9,9 +9,13 @@ use crate::x509::{Certificate, KeyAlg};
 const LIMIT: u64 = 1 << 20;
 
 pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
+    text(dir, node_path, read_optional(dir, node_path)?)
+}
+
+/// The text of `node_path` as read (`None`: absent); refused when absent or not UTF-8.
+fn text(dir: &Path, node_path: &str, read: Option<Vec<u8>>) -> Result<String, KubeadmError> {
     let path = host(dir, node_path);
-    let bytes = read_optional(dir, node_path)?
-        .ok_or_else(|| KubeadmError::file(&path, FileProblem::Missing))?;
+    let bytes = read.ok_or_else(|| KubeadmError::file(&path, FileProblem::Missing))?;
     String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))
 }
 
@@ -70,13 +74,13 @@ pub fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError>
     }
 }
 
-/// `f` of the first certificate of the file at `node_path`, each problem named by its path.
+/// `f` of the first certificate of `text` (the file at `node_path`), each problem named by
+/// its path.
 fn first_certificate<T>(
-    dir: &Path,
     node_path: &str,
+    text: &str,
     f: impl FnOnce(&Certificate<'_>) -> Result<T, FileProblem>,
 ) -> Result<T, FileProblem> {
-    let text = read(dir, node_path).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
     let der = crate::pem::first_certificate(text.as_bytes())
         .map_err(|e| FileProblem::Pem(e).of(node_path))?;
     f(&Certificate::read(&der).map_err(|e| FileProblem::from(e).of(node_path))?)
@@ -122,21 +126,28 @@ pub fn encryption_algorithm(name: &str) -> Option<KeyAlg> {
 
 /// The key algorithm of `cert`'s key; `None` for one kubeadm does not make.
 pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
-    first_certificate(dir, cert, |c| Ok(c.key_alg().filter(|a| kubeadm_makes(*a))))
+    let text = read(dir, cert).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
+    first_certificate(cert, &text, |c| {
+        Ok(c.key_alg().filter(|a| kubeadm_makes(*a)))
+    })
 }
 
 /// Checks that `template` is a certificate the CA at `ca` (`in_place`, as the command read
 /// it) issued: not one planted or brought from elsewhere, whose identity adopt would copy
-/// into every renewal.
+/// into every renewal. Its bytes and mode as read once and judged ([`read_with_mode`]).
 pub fn issued_by(
     dir: &Path,
     template: &str,
     ca: &str,
     in_place: Result<&Cert, FileProblem>,
-) -> Result<(), FileProblem> {
-    first_certificate(dir, template, |leaf| {
+) -> Result<(Vec<u8>, u32), FileProblem> {
+    let unreadable = |e| FileProblem::Unreadable(Box::new(e));
+    let (bytes, mode) = read_with_mode(dir, template).map_err(unreadable)?.unzip();
+    let text = text(dir, template, bytes).map_err(unreadable)?;
+    first_certificate(template, &text, |leaf| {
         signed_by(leaf, template, in_place?, ca)
-    })
+    })?;
+    Ok((text.into_bytes(), mode.unwrap_or_default()))
 }
 
 pub fn signed_by(

@@ -64,22 +64,31 @@ async fn cluster_info_change(
     }
 }
 
-/// What adopt does to `kube-system/certsync-kubeadm-cas`, as the plan's line.
-fn cluster_cas_change(
-    read: &Result<api::Published, Option<KubeadmError>>,
-    trust: &trust::Trust,
-) -> (String, Option<ConfigMap>) {
+/// The trust plan of the CAs read once (`cas`), given the cluster's published CAs when
+/// `client` reads them; and what adopt does to `kube-system/certsync-kubeadm-cas`, as the
+/// plan's line.
+async fn cluster_trust(
+    opts: &Options,
+    cas: Vec<(node::Cert, String)>,
+    state: Option<&State>,
+    client: Option<&kube::Client>,
+) -> Result<(trust::Trust, String, Option<ConfigMap>), KubeadmError> {
+    let read = match client {
+        Some(c) => api::published(c).await.map_err(Some),
+        None => Err(None),
+    };
+    let (none, pem) = (Default::default(), read.as_ref().ok().map(|p| &p.pem));
+    let record = state.map_or(&none, |s| &s.trust);
+    let trust = trust::plan(&opts.dir, cas, opts.now, record, state.is_some(), pem)?;
     let published = match read {
         Ok(p) => p,
         Err(why) => {
-            let why = why
-                .as_ref()
-                .map_or("kubeadm-config was not read".into(), |e| e.to_string());
+            let why = why.map_or("kubeadm-config was not read".into(), |e| e.to_string());
             let line = format!(
                 "not read ({why}): a CA due is renewed on this node alone; the next adopt \
                  that reaches the API server takes the cluster's or writes this node's"
             );
-            return (line, None);
+            return Ok((trust, line, None));
         }
     };
     let new = trust
@@ -96,7 +105,7 @@ fn cluster_cas_change(
         (Some(_), None) => format!("create {map} with {certs}, {takes}"),
         (Some(_), Some(_)) => format!("update {map} with {certs} (a renewal), {takes}"),
     };
-    (line, new)
+    Ok((trust, line, new))
 }
 
 /// Reads the node and works out the plan; refuses what it does not recognise.
@@ -110,8 +119,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let opts = &opts;
     let dir = &opts.dir;
     preflight(opts, probed.map(|p| p.addr))?;
-    let adopted = state.is_some();
-    let bootstrap = super::audit::kubelet_bootstrap(dir, adopted, current.as_ref())
+    let bootstrap = super::audit::kubelet_bootstrap(dir, state.is_some(), current.as_ref())
         .map_err(|r| KubeadmError::refused(dir, *r))?;
     // Each CA read once: admin.conf's pair (once adopt backed admin.conf up) and the trust
     // plan both judge by it; one that could not be read stops here.
@@ -119,22 +127,10 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let admin = super::admin::Access::read(dir, state.map(|s| (s, &cas[0].0))).await;
     let (stored, from) = cluster_configuration(opts, &admin).await?;
     let parsed = component_manifests(dir)?;
-    let none = Default::default();
-    let record = state.map_or(&none, |s| &s.trust);
+    let etcd = parsed.iter().find(|(c, ..)| c.name == "etcd");
+    let mirror = etcd.and_then(|(.., m)| Some(format!("certsync-{}", m.flag("name")?)));
     let client = stored.as_ref().map(|(_, c)| c);
-    let published = match client {
-        Some(c) => api::published(c).await.map_err(Some),
-        None => Err(None),
-    };
-    let trust = trust::plan(
-        dir,
-        cas,
-        opts.now,
-        record,
-        adopted,
-        published.as_ref().ok().map(|p| &p.pem),
-    )?;
-    let (cluster_cas, cluster_cas_new) = cluster_cas_change(&published, &trust);
+    let (trust, cluster_cas, cluster_cas_new) = cluster_trust(opts, cas, state, client).await?;
     let manifests = manifest_changes(dir, parsed, &trust.digest)?;
     // The node's mappings, looked at once: the configuration, the pod's mounts, the pairs
     // read and the plan's lines all name these.
@@ -164,6 +160,7 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
         manifests,
         record: adopts_record,
         pod: current,
+        mirror,
         backup: format!("{BACKUPS}/{}", time_stamp()),
         kubeconfigs_renewed: (certs.iter())
             .filter_map(|c| c.client.map(|(.., k)| k.to_owned()))
@@ -306,23 +303,23 @@ fn kubeadms_pairs(
     recorded: Option<&State>,
     cas: &[trust::CaEnd],
 ) -> Result<Vec<(String, Vec<u8>, u32)>, KubeadmError> {
-    let pairs: Vec<_> = (certs.iter())
-        .filter_map(|c| Some((c.pair()?, c.ca_crt())))
-        .collect();
-    for (pair, ca) in &pairs {
-        node::issued_by(dir, &format!("{pair}.crt"), ca, trust::in_place(cas, ca))
-            .map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
-    }
+    // Each template read once: the bytes judged are the bytes backed up.
+    let crts = (certs.iter().filter_map(|c| Some((c.pair()?, c.ca_crt()))))
+        .map(|(pair, ca)| {
+            let crt = format!("{pair}.crt");
+            let read = node::issued_by(dir, &crt, &ca, trust::in_place(cas, &ca));
+            let (bytes, mode) = read.map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
+            Ok((pair, (crt, bytes, mode)))
+        })
+        .collect::<Result<Vec<_>, KubeadmError>>()?;
     let mut first = Vec::new();
-    for (p, _) in pairs {
-        for ext in ["crt", "key"] {
-            let file = format!("{p}.{ext}");
-            let Some((bytes, mode)) = node::read_with_mode(dir, &file)? else {
-                return Err(KubeadmError::refused(dir, Refusal::NoPair { file }));
-            };
-            if !recorded.is_some_and(|s| s.pairs.contains_key(&p)) {
-                first.push((file, bytes, mode));
-            }
+    for (p, crt) in crts {
+        let file = format!("{p}.key");
+        let Some((bytes, mode)) = node::read_with_mode(dir, &file)? else {
+            return Err(KubeadmError::refused(dir, Refusal::NoPair { file }));
+        };
+        if !recorded.is_some_and(|s| s.pairs.contains_key(&p)) {
+            first.extend([crt, (file, bytes, mode)]);
         }
     }
     Ok(first)

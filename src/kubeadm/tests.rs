@@ -416,6 +416,25 @@ async fn a_node_adopt_does_not_recognise_is_refused_naming_why() {
         "{why}"
     );
 
+    // A pair's certificate missing is refused as the template unread (read once, judged and
+    // backed up as read); its key missing, as a pair incomplete.
+    let dir = node_dir();
+    std::fs::remove_file(dir.path().join("pki/apiserver.crt")).expect("rm");
+    let why = refusal(dir.path()).await;
+    assert!(
+        matches!(&why, Refusal::Cert(FileProblem::Unreadable(e))
+            if matches!(&**e, KubeadmError::File { problem, .. }
+                if matches!(**problem, FileProblem::Missing))),
+        "{why}"
+    );
+    let dir = node_dir();
+    std::fs::remove_file(dir.path().join("pki/apiserver.key")).expect("rm");
+    let why = refusal(dir.path()).await;
+    assert!(
+        matches!(&why, Refusal::NoPair { file } if file == "/etc/kubernetes/pki/apiserver.key"),
+        "{why}"
+    );
+
     // A custom path in a manifest.
     let dir = node_dir();
     let p = dir.path().join("manifests/etcd.yaml");
@@ -868,8 +887,8 @@ fn a_waits_pod_line_names_the_cause_the_pod_logged() {
     assert!(!bare.contains("log line"), "{bare}");
 }
 
-/// The mirror pod a wait asks for is named after etcd's `--name` as
-/// kubeadm writes it (quoted or not), never a `--name=` elsewhere in
+/// The mirror pod a wait asks for is named after etcd's `--name` (in the manifest the plan
+/// read) as kubeadm writes it (quoted or not), never a `--name=` elsewhere in
 /// the manifest (a comment, another container's argument).
 #[tokio::test]
 async fn a_waits_pod_is_named_after_etcds_name_flag() {
@@ -877,7 +896,7 @@ async fn a_waits_pod_is_named_after_etcds_name_flag() {
     let etcd = dir.path().join("manifests/etcd.yaml");
     let admin = super::admin::Access::read(dir.path(), None).await;
     let said = super::wait::pod_state(
-        super::wait::mirror_pod(dir.path()).as_deref(),
+        (plan(&options(dir.path())).await.expect("plan").mirror).as_deref(),
         &admin,
         std::time::Duration::from_secs(2),
     )
@@ -888,7 +907,7 @@ async fn a_waits_pod_is_named_after_etcds_name_flag() {
     assert_ne!(planted, text, "the fixture names cp1");
     std::fs::write(&etcd, planted).expect("write");
     let said = super::wait::pod_state(
-        super::wait::mirror_pod(dir.path()).as_deref(),
+        (plan(&options(dir.path())).await.expect("plan").mirror).as_deref(),
         &admin,
         std::time::Duration::from_secs(2),
     )

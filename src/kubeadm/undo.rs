@@ -34,34 +34,7 @@ pub async fn undo(dir: &Path, plan: &Plan, absent: &[&str], within: wait::Within
             fail(&seen);
         }
     }
-    // certsync's files as they were.
-    for f in plan.files.iter().filter(|f| f.path != POD) {
-        if let Err(e) = put_back(dir, &f.path, f.before.as_ref(), f.mode) {
-            fail(&e);
-        }
-    }
-    let mut restored = 0;
-    for (f, old, mode) in &plan.kubeadms {
-        match put_back(dir, f, Some(old), *mode) {
-            Ok(put) => restored += usize::from(put),
-            Err(e) => fail(&format!("{f}: {e}")),
-        }
-    }
-    if restored > 0 {
-        done.push(format!(
-            "put back {restored} of kubeadm's files the pod had rewritten"
-        ));
-    }
-    // certsync's own directory holds the backups: it stays.
-    for d in absent.iter().filter(|d| **d != plan::MADE_DIRS[0]) {
-        let path = host(dir, d);
-        if let Err(e) = super::moves::remove(&path) {
-            fail(&format!("{}: {e}", path.display()));
-        }
-    }
-    if let Err(e) = put_back(dir, STATE, plan.record.as_ref().map(|(b, _)| b), 0o600) {
-        fail(&e);
-    }
+    done.extend(put_back_files(dir, plan, absent, &mut fail));
     // The previous pod's manifest back, when this run replaced it.
     let previous = pod.and_then(|f| f.before.as_ref()).and_then(|old| {
         match put(&host(dir, POD), old, 0o600) {
@@ -93,6 +66,39 @@ pub async fn undo(dir: &Path, plan: &Plan, absent: &[&str], within: wait::Within
         ));
     }
     text
+}
+
+/// certsync's files as they were, kubeadm's files the pod rewrote, the directories of
+/// [`plan::MADE_DIRS`] this run made (`absent`) and adopt's record; what was done.
+fn put_back_files(
+    dir: &Path,
+    plan: &Plan,
+    absent: &[&str],
+    fail: &mut impl FnMut(&dyn std::fmt::Display),
+) -> Option<String> {
+    for f in plan.files.iter().filter(|f| f.path != POD) {
+        if let Err(e) = put_back(dir, &f.path, f.before.as_ref(), f.mode) {
+            fail(&e);
+        }
+    }
+    let mut restored = 0;
+    for (f, old, mode) in &plan.kubeadms {
+        match put_back(dir, f, Some(old), *mode) {
+            Ok(put) => restored += usize::from(put),
+            Err(e) => fail(&format!("{f}: {e}")),
+        }
+    }
+    // certsync's own directory holds the backups: it stays.
+    for d in absent.iter().filter(|d| **d != plan::MADE_DIRS[0]) {
+        let path = host(dir, d);
+        if let Err(e) = super::moves::remove(&path) {
+            fail(&format!("{}: {e}", path.display()));
+        }
+    }
+    if let Err(e) = put_back(dir, STATE, plan.record.as_ref().map(|(b, _)| b), 0o600) {
+        fail(&e);
+    }
+    (restored > 0).then(|| format!("put back {restored} of kubeadm's files the pod had rewritten"))
 }
 
 /// `node_path` as it was (`None`: absent), unless it already is (renaming a copy over it

@@ -21,7 +21,7 @@ use http_body_util::BodyExt as _;
 
 use super::admin::Admin;
 use super::error::KubeadmError;
-use super::manifest::{Manifest, manifest_path};
+use super::manifest::Manifest;
 use super::node;
 use super::plan;
 use super::seen::{Problem, Seen};
@@ -245,19 +245,12 @@ fn still_answers(seen: &Result<(), Seen>, known: bool) -> bool {
     }
 }
 
-/// certsync's mirror pod `certsync-NODE` (NODE: etcd's `--name`), named once per command
-/// (not on every progress line of a wait); `None`: etcd.yaml names no node.
-pub fn mirror_pod(dir: &Path) -> Option<String> {
-    let etcd = Manifest::read(node::read(dir, &manifest_path("etcd")).ok()?.as_bytes()).ok()?;
-    Some(format!("certsync-{}", etcd.flag("name")?))
-}
-
 /// How a wait for certsync's pod asks after it: for how long, through which admin.conf,
-/// and its [`mirror_pod`].
+/// and its mirror pod ([`super::plan::Plan::mirror`]).
 pub type Within<'a> = (Duration, &'a Admin, Option<&'a str>);
 
 /// The kubelet's view of certsync's pod within `limit`, asked through `admin`:
-/// its mirror pod `kube-system/`[`mirror_pod`] and its last log line; else what
+/// its mirror pod `kube-system/certsync-NODE` and its last log line; else what
 /// to check on the node.
 pub async fn pod_state(mirror: Option<&str>, admin: &Admin, limit: Duration) -> String {
     const ON_NODE: &str = "on the node: the kubelet's log (`journalctl -u kubelet`), \
@@ -366,7 +359,7 @@ pub async fn api_server_back(
     let back = async {
         let m = Manifest::read(manifest).ok();
         let flag = |f: &str| m.as_ref().and_then(|m| m.flag(f));
-        let (Some(ip), Some(cert)) = (flag("advertise-address"), serving_cert(manifest)) else {
+        let (Some(ip), Some(cert)) = (flag("advertise-address"), flag("tls-cert-file")) else {
             return Err(Seen::NoAddress {
                 manifest: manifest_path.to_owned(),
             });

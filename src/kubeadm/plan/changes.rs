@@ -31,6 +31,11 @@ pub struct Plan {
     pub record: Option<(Vec<u8>, super::super::record::State)>,
     #[serde(skip)]
     pub pod: Option<super::super::pod::Current>,
+    /// certsync's mirror pod `certsync-NODE` (NODE: `--name` of the etcd manifest the plan
+    /// read), named once per command (not on every progress line of a wait); `None`:
+    /// etcd.yaml names no node.
+    #[serde(skip)]
+    pub mirror: Option<String>,
     /// kubeadm's files certsync's pod rewrites that no earlier adoption backed up, as read
     /// (bytes and mode): kubeconfigs, then pairs.
     #[serde(skip)]

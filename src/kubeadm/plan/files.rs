@@ -108,6 +108,20 @@ fn kubeconfig_text(server: &str, user: &str, target: &str) -> Result<String, Kub
     ))
 }
 
+/// Whether the file at `node_path` is there for certsync's pod to mount read-only. It is
+/// looked at with no link followed, a regular file or refused: the kubelet's hostPath
+/// follows a link (certsync's container may plant one in pki/ or /etc/kubernetes) into a
+/// read-only mount of whatever host file it names, and what is not mounted the container
+/// may replace.
+fn there(dir: &Path, node_path: &str) -> Result<bool, KubeadmError> {
+    let at = |e| KubeadmError::file(&host(dir, node_path), e);
+    match super::super::moves::reach(dir, node_path) {
+        Err(FileProblem::Missing) => Ok(false),
+        Err(e) => Err(at(e)),
+        Ok(w) => (w.open_read().map(|_| true)).map_err(|e| at(FileProblem::Read(e))),
+    }
+}
+
 /// certsync's static pod and its generation: `pki/` read-write (kubeadm's pairs are kept
 /// in step there) with each CA and service-account file mounted read-only over it, each
 /// target read-write. The generation is over its configuration, the CAs' trust and the pod
@@ -136,23 +150,8 @@ fn pod_text(
     add("pki-etcd", "/etc/kubernetes/pki/etcd", "Directory", false);
     add("certsync-targets", P, "DirectoryOrCreate", false);
     add("certsync-etcd-targets", PE, "DirectoryOrCreate", false);
-    // A file mounted read-only is looked at with no link followed, a regular file or refused:
-    // the kubelet's hostPath follows a link (certsync's container may plant one in pki/ or
-    // /etc/kubernetes) into a read-only mount of whatever host file it names, and what is
-    // not mounted the container may replace.
-    let there = |f: &str| {
-        let at = |e| KubeadmError::file(&host(dir, f), e);
-        match super::super::moves::reach(dir, f) {
-            Err(FileProblem::Missing) => Ok(false),
-            Err(e) => Err(at(e)),
-            Ok(w) => w
-                .open_read()
-                .map(|_| true)
-                .map_err(|e| at(FileProblem::Read(e))),
-        }
-    };
     for f in CA_FILES {
-        if !there(f)? {
+        if !there(dir, f)? {
             continue;
         }
         let name = f
@@ -172,7 +171,7 @@ fn pod_text(
         add("certsync-files", KUBECONFIGS, "Directory", true);
         // The kubelet's own kubeconfigs are no business of certsync's.
         let [(conf, conf_path), (boot, boot_path)] = KUBELET_FILES;
-        if there(conf_path)? {
+        if there(dir, conf_path)? {
             add(conf, conf_path, "File", true);
         }
         if bootstrap {
