@@ -7,9 +7,6 @@ use std::path::PathBuf;
 pub const DATA: &str = "..data";
 pub(super) const HISTORY: &str = "..history";
 pub(super) const REV_PREFIX: &str = "..rev-";
-/// The highest revision number counted (a publish a second for 30,000
-/// years): one past it is always a name certsync writes and parses.
-pub(super) const MAX_COUNTED: u64 = 999_999_999_999;
 pub(super) const TMP_PREFIX: &str = "..tmp";
 pub(super) const LOCK: &str = "..lock";
 pub(super) const OWNER: &str = "..owner";

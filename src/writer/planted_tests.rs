@@ -473,24 +473,29 @@ fn attack_a_planted_revision_number_is_not_counted() {
 }
 
 /// A planted `..rev-` directory whose number has more digits than certsync
-/// writes (`..rev-0000000000000000001-deadbeef`) is a revision name like any
-/// other: not certsync's, removed at the next write, never left in a
-/// target its planter may still write into.
+/// writes (`..rev-0000000000000000001-…`) or does not fit a u64 is under
+/// certsync's reserved prefix and not its own: removed at the next write,
+/// never left in a target its planter may still write into.
 #[test]
 fn attack_a_planted_revision_with_a_long_number_is_removed() {
-    for (why, mode, owner) in plantings() {
+    let numbers = ["0000000000000000001", "99999999999999999999"];
+    for ((why, mode, owner), number) in plantings()
+        .into_iter()
+        .flat_map(|p| numbers.map(|n| (p, n)))
+    {
         let (_d, w) = setup();
         w.publish(&bundle("a")).unwrap();
-        let planted = w.target().join("..rev-0000000000000000001-deadbeef");
+        let planted = w.target().join(format!("{REV_PREFIX}{number}-deadbeef"));
         fs::create_dir(&planted).unwrap();
         fs::write(planted.join(KEY_FILE), "planted").unwrap();
         plant(&planted, mode, owner);
         let out = w.publish(&bundle("b")).unwrap();
-        assert!(matches!(out, Outcome::Written { .. }), "{why}: {out:?}");
         assert!(
-            fs::symlink_metadata(&planted).is_err(),
-            "{why}: the planted directory stays"
+            matches!(out, Outcome::Written { .. }),
+            "{why} {number}: {out:?}"
         );
+        let stays = fs::symlink_metadata(&planted).is_ok();
+        assert!(!stays, "{why} {number}: the planted directory stays");
     }
 }
 
@@ -665,24 +670,73 @@ fn attack_a_renamed_own_revision_at_the_top_of_u64_does_not_stop_publishing() {
     assert!(refused.is_empty(), "{refused:#?}");
 }
 
-/// A planted `..rev-` directory whose number does not fit a u64
-/// (`..rev-99999999999999999999-deadbeef`) is under certsync's reserved
-/// prefix and no revision: removed at the next write, never left in the
-/// consumer's volume for its planter.
+/// A planted `..rev-` entry (any kind, any owner) numbered near the top
+/// of the range counts for nothing: counted, certsync wrote a number it
+/// later did not count, went back to revision 2 and removed the revision
+/// before it as "newer than live" instead of keeping it in history.
 #[test]
-fn attack_a_planted_revision_numbered_past_u64_is_removed() {
-    for (why, mode, owner) in plantings() {
-        let (_d, w) = setup();
-        w.publish(&bundle("a")).unwrap();
-        let planted = w.target().join("..rev-99999999999999999999-deadbeef");
-        fs::create_dir(&planted).unwrap();
-        fs::write(planted.join(KEY_FILE), "planted").unwrap();
-        plant(&planted, mode, owner);
-        let out = w.publish(&bundle("b")).unwrap();
-        assert!(matches!(out, Outcome::Written { .. }), "{why}: {out:?}");
-        assert!(
-            fs::symlink_metadata(&planted).is_err(),
-            "{why}: the planted directory stays"
-        );
+fn attack_a_planted_revision_near_the_top_never_loses_the_live_revision_from_history() {
+    let (_d, w) = setup();
+    let (a, b, c) = (bundle("a"), bundle("b"), bundle("c"));
+    w.publish(&a).unwrap();
+    let planted = w
+        .target()
+        .join(format!("{REV_PREFIX}999999999999-deadbeef"));
+    fs::write(&planted, "x").unwrap();
+    fs::set_permissions(&planted, Permissions::from_mode(0o666)).unwrap();
+    let rb = w.publish(&b).unwrap().revision();
+    let rc = w.publish(&c).unwrap().revision();
+    let history = w.history().unwrap();
+    let b_kept = history.values().any(|n| n.ends_with(&b.hash().short()));
+    assert!(
+        rb < 1_000 && rc > rb && b_kept,
+        "b published as {rb}, c as {rc}; history {history:?} (b kept: {b_kept})"
+    );
+}
+
+/// Nor does one just below: counted, every publish after the next came
+/// back to one number, whose history entries hid each other from pruning
+/// (`..history` grew at every publish and kept every old key).
+#[test]
+fn attack_a_planted_revision_near_the_top_never_makes_certsync_reuse_a_number() {
+    let (_d, w) = setup();
+    w.publish(&bundle("a")).unwrap();
+    let planted = w
+        .target()
+        .join(format!("{REV_PREFIX}{}-deadbeef", 999_999_999_998_u64));
+    fs::write(&planted, "x").unwrap();
+    fs::set_permissions(&planted, Permissions::from_mode(0o666)).unwrap();
+    let mut numbers = Vec::new();
+    for i in 0..8 {
+        numbers.push(w.publish(&bundle(&format!("n{i}"))).unwrap().revision());
     }
+    let on_disk = fs::read_dir(w.target().join(HISTORY)).unwrap().count();
+    let reused = numbers.windows(2).any(|p| p[1] <= p[0]);
+    assert!(
+        !reused && on_disk <= 3,
+        "revisions {numbers:?}; ..history holds {on_disk} entries (keep 4: at most 3)"
+    );
+}
+
+/// Nor does certsync's own live revision renamed to such a number (one
+/// rename, nothing planted): it is certsync's directory, but the number is
+/// none certsync wrote.
+#[test]
+fn attack_a_renamed_own_revision_near_the_top_never_makes_certsync_reuse_a_number() {
+    let (_d, w) = setup();
+    w.publish(&bundle("a")).unwrap();
+    let own = live_name(&w);
+    let hash = own.rsplit('-').next().unwrap().to_owned();
+    let renamed = w.target().join(format!("{REV_PREFIX}999999999999-{hash}"));
+    fs::rename(w.target().join(&own), &renamed).unwrap();
+    let mut numbers = Vec::new();
+    for i in 0..8 {
+        numbers.push(w.publish(&bundle(&format!("r{i}"))).unwrap().revision());
+    }
+    let on_disk = fs::read_dir(w.target().join(HISTORY)).unwrap().count();
+    let reused = numbers.windows(2).any(|p| p[1] <= p[0]);
+    assert!(
+        !reused && on_disk <= 3,
+        "revisions {numbers:?}; ..history holds {on_disk} entries (keep 4: at most 3)"
+    );
 }

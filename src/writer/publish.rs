@@ -2,13 +2,14 @@
 //! `..data` flipped and what it replaced retired.
 
 use cap_fs_ext::DirExt;
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
 
 use super::error::{Ctx, WriterError};
 use super::history::history;
-use super::layout::{DATA, MAX_COUNTED, REV_PREFIX};
+use super::layout::{DATA, REV_PREFIX, own};
 use super::revision::{
-    create_file, fsync, list, parse_rev, read_link, remove_any, replace_symlink, rev_name,
+    Found, create_file, fsync, judged, list, parse_rev, read_link, remove_any, replace_symlink,
+    rev_name,
 };
 use super::target::Writer;
 use crate::bundle::Bundle;
@@ -66,20 +67,7 @@ impl Writer {
                 None
             }
         };
-        // One past the highest revision number anywhere in the target, the
-        // one `..data` names included (its directory may be gone). A number
-        // past MAX_COUNTED is none certsync wrote (planted, or its own entry
-        // renamed while the target was writable): not counted, so the next
-        // is never an overflow nor a refusal, and tidy removes that entry.
-        let revision = list(root, &self.target)?
-            .into_iter()
-            .chain(read_link(root, DATA))
-            .filter_map(|n| n.strip_prefix(REV_PREFIX).and_then(parse_rev).map(|r| r.0))
-            .chain(history(root)?.1.into_keys())
-            .filter(|n| *n <= MAX_COUNTED)
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let revision = self.next_revision(root)?;
         let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
         let made = self
             .write_revision(root, &dir_name, bundle)
@@ -95,6 +83,33 @@ impl Writer {
         flipped();
         self.tidy(root)?;
         Ok(Outcome::Written { revision, drift })
+    }
+
+    /// One past the highest number certsync wrote: the one its own `..data`
+    /// names (the directory may be gone), its history's, and its own
+    /// revisions at the root numbered at most one past those (the previous
+    /// live one not yet retired, a write the flip never reached). A number an
+    /// entry got by a plant or a rename while the target was writable is
+    /// none of these: counted, one near the top of the range overflowed, or
+    /// came back at every publish and hid history from pruning.
+    fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
+        let own_data = root
+            .symlink_metadata(DATA)
+            .is_ok_and(|m| own(m.uid(), 0).is_ok());
+        let live = read_link(root, DATA).filter(|_| own_data);
+        let live = live.and_then(|l| Some(parse_rev(l.strip_prefix(REV_PREFIX)?)?.0));
+        let known = live.into_iter().chain(history(root)?.1.into_keys()).max();
+        let mut max = known.unwrap_or(0);
+        for n in list(root, &self.target)? {
+            if let Some((number, _)) = n.strip_prefix(REV_PREFIX).and_then(parse_rev)
+                && number > max
+                && number <= known.unwrap_or(0).saturating_add(1)
+                && let Found::Own(_) = judged(root, &n, &self.path(&n))?
+            {
+                max = number;
+            }
+        }
+        Ok(max.saturating_add(1))
     }
 
     pub(super) fn write_revision(
