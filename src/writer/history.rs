@@ -140,7 +140,14 @@ impl Writer {
             // Not certsync's: not to keep, nor to restore later.
             Found::Planted(_) => return remove_any(root, dir_name, &src_path),
         };
-        if self.opts.keep > 1 {
+        // A number history holds already is one this entry got by a rename:
+        // kept beside it, the two would hide each other from pruning.
+        let number = parse_rev(rest).map(|r| r.0);
+        let taken = match number {
+            Some(n) if self.opts.keep > 1 => history(root)?.1.contains_key(&n),
+            _ => false,
+        };
+        if self.opts.keep > 1 && !taken {
             self.move_to_history(root, rest, &src, &src_path, &list(&src, &src_path)?)?;
         } else {
             for name in list(&src, &src_path)? {

@@ -7,6 +7,10 @@ use std::path::PathBuf;
 pub const DATA: &str = "..data";
 pub(super) const HISTORY: &str = "..history";
 pub(super) const REV_PREFIX: &str = "..rev-";
+/// The highest number of a revision at a target's root counted for the next
+/// (a publish a second for 30,000 years); the one certsync's own `..data`
+/// names is counted whatever it is, so the count never comes back.
+pub(super) const MAX_COUNTED: u64 = 999_999_999_999;
 pub(super) const TMP_PREFIX: &str = "..tmp";
 pub(super) const LOCK: &str = "..lock";
 pub(super) const OWNER: &str = "..owner";

@@ -740,3 +740,119 @@ fn attack_a_renamed_own_revision_near_the_top_never_makes_certsync_reuse_a_numbe
         "revisions {numbers:?}; ..history holds {on_disk} entries (keep 4: at most 3)"
     );
 }
+
+/// With `..data` removed and `..history` renamed away (a plain unlink and
+/// rename in a target the planter may write), certsync's own live revision
+/// still counts: the next publish is one past it and retires it to history,
+/// never goes back to 1 and removes it (and a renamed `..history` under a
+/// `..rev-` name, with every rollback revision in it) as newer than live.
+#[test]
+fn attack_a_removed_data_link_and_a_renamed_history_never_lose_the_live_revision() {
+    let mut failed = Vec::new();
+    for moved_to in ["..rev-000006-00000000", "elsewhere"] {
+        let (_d, w) = setup();
+        let bundles: Vec<_> = ["a", "b", "c", "d", "e"].map(bundle).into();
+        for b in &bundles {
+            w.publish(b).unwrap();
+        }
+        let e = &bundles[4];
+        assert_eq!(w.history().unwrap().len(), 3);
+        // The planter's two steps (write on the target only).
+        fs::rename(w.target().join(HISTORY), w.target().join(moved_to)).unwrap();
+        fs::remove_file(w.target().join(DATA)).unwrap();
+        let rf = w.publish(&bundle("f")).unwrap().revision();
+        let history = w.history().unwrap();
+        let e_kept = history.values().any(|n| n.ends_with(&e.hash().short()));
+        let moved_stays = fs::symlink_metadata(w.target().join(moved_to)).is_ok();
+        if rf <= 5 || !e_kept {
+            failed.push(format!(
+                "..history moved to {moved_to}: f published as {rf} (after 5); \
+                 history {history:?} (e, the last live, kept: {e_kept}; \
+                 the moved history still on disk: {moved_stays})"
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// The same with `..data` replaced by a link of the planter's (another
+/// user's, naming certsync's own live revision).
+#[test]
+fn attack_a_planted_data_link_and_a_renamed_history_never_lose_the_live_revision() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let (_d, w) = setup();
+    for t in ["a", "b", "c", "d"] {
+        w.publish(&bundle(t)).unwrap();
+    }
+    let e = bundle("e");
+    w.publish(&e).unwrap();
+    let own = live_name(&w);
+    fs::rename(w.target().join(HISTORY), w.target().join("elsewhere")).unwrap();
+    let data = w.target().join(DATA);
+    fs::remove_file(&data).unwrap();
+    std::os::unix::fs::symlink(&own, &data).unwrap();
+    plant(&data, 0o777, Some(65534));
+    let rf = w.publish(&bundle("f")).unwrap().revision();
+    let history = w.history().unwrap();
+    let e_kept = history.values().any(|n| n.ends_with(&e.hash().short()));
+    assert!(
+        rf > 5 && e_kept,
+        "f published as {rf} (after 5); history {history:?} (e kept: {e_kept})"
+    );
+}
+
+/// With `--keep-revisions 1` (no history) and `..data` removed, certsync's
+/// own live revision still counts: the next number never goes back.
+#[test]
+fn attack_a_removed_data_link_with_keep_one_never_sends_the_count_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Writer::open(
+        dir.path().join("target"),
+        WriterOptions {
+            keep: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut numbers = Vec::new();
+    for t in ["a", "b", "c"] {
+        numbers.push(w.publish(&bundle(t)).unwrap().revision());
+    }
+    fs::remove_file(w.target().join(DATA)).unwrap();
+    numbers.push(w.publish(&bundle("d")).unwrap().revision());
+    let back = numbers.windows(2).any(|p| p[1] <= p[0]);
+    assert!(!back, "revisions {numbers:?}: the count went back");
+}
+
+/// certsync's own revision renamed to a number history holds already
+/// (`..rev-000005-E` -> `..rev-000003-E`, one rename) is not retired beside
+/// it: two entries of one number would hide each other from `history()`,
+/// pruning and `rollback --to`.
+#[test]
+fn attack_an_own_revision_renamed_to_a_history_number_never_shares_it() {
+    let (_d, w) = setup();
+    for t in ["a", "b", "c", "d", "e"] {
+        w.publish(&bundle(t)).unwrap();
+    }
+    let own = live_name(&w);
+    let hash = own.rsplit('-').next().unwrap().to_owned();
+    fs::rename(
+        w.target().join(&own),
+        w.target().join(format!("{REV_PREFIX}000003-{hash}")),
+    )
+    .unwrap();
+    w.publish(&bundle("f")).unwrap();
+    let mut names: Vec<_> = fs::read_dir(w.target().join(HISTORY))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let shown = w.history().unwrap();
+    assert_eq!(
+        names.len(),
+        shown.len(),
+        "..history holds {names:?}, history() shows {shown:?}"
+    );
+}

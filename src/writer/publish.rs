@@ -2,13 +2,13 @@
 //! `..data` flipped and what it replaced retired.
 
 use cap_fs_ext::DirExt;
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 
 use super::error::{Ctx, WriterError};
 use super::history::history;
-use super::layout::{DATA, REV_PREFIX, own};
+use super::layout::{DATA, MAX_COUNTED, REV_PREFIX};
 use super::revision::{
-    Found, create_file, fsync, judged, list, parse_rev, read_link, remove_any, replace_symlink,
+    Found, create_file, fsync, judged, list, own_link, parse_rev, remove_any, replace_symlink,
     rev_name,
 };
 use super::target::Writer;
@@ -86,24 +86,20 @@ impl Writer {
     }
 
     /// One past the highest number certsync wrote: the one its own `..data`
-    /// names (the directory may be gone), its history's, and its own
-    /// revisions at the root numbered at most one past those (the previous
-    /// live one not yet retired, a write the flip never reached). A number an
-    /// entry got by a plant or a rename while the target was writable is
-    /// none of these: counted, one near the top of the range overflowed, or
-    /// came back at every publish and hid history from pruning.
+    /// names ([`own_link`]; the directory may be gone), its history's, and its
+    /// own revisions' at the root. A root entry numbered past [`MAX_COUNTED`]
+    /// is none certsync wrote (its own, renamed while the target was
+    /// writable): counted, it overflowed the count or made it come back to
+    /// one number; tidy removes it as newer than live.
     fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
-        let own_data = root
-            .symlink_metadata(DATA)
-            .is_ok_and(|m| own(m.uid(), 0).is_ok());
-        let live = read_link(root, DATA).filter(|_| own_data);
+        let live = own_link(root, DATA);
         let live = live.and_then(|l| Some(parse_rev(l.strip_prefix(REV_PREFIX)?)?.0));
         let known = live.into_iter().chain(history(root)?.1.into_keys()).max();
         let mut max = known.unwrap_or(0);
         for n in list(root, &self.target)? {
             if let Some((number, _)) = n.strip_prefix(REV_PREFIX).and_then(parse_rev)
                 && number > max
-                && number <= known.unwrap_or(0).saturating_add(1)
+                && number <= MAX_COUNTED
                 && let Found::Own(_) = judged(root, &n, &self.path(&n))?
             {
                 max = number;

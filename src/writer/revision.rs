@@ -335,6 +335,20 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
     replace_beneath(&dir, name, mode, None, bytes, parent)
 }
 
+/// The text of the symlink `name` if it is certsync's user's, looked at and
+/// read on one handle (`O_PATH|O_NOFOLLOW`, `fstat`, `readlinkat`): a link
+/// exchanged between a look at the name and a read of it would be taken for
+/// certsync's, and its number counted.
+pub(super) fn own_link(dir: &Dir, name: &str) -> Option<String> {
+    use nix::fcntl::{OFlag, openat, readlinkat};
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = openat(dir, name, flags, nix::sys::stat::Mode::empty()).ok()?;
+    let st = nix::sys::stat::fstat(&fd).ok()?;
+    let link = st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK;
+    (link && own(st.st_uid, 0).is_ok()).then_some(())?;
+    readlinkat(&fd, "").ok()?.into_string().ok()
+}
+
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {
     let link = dir.read_link_contents(name).ok()?;
     link.to_str().map(str::to_owned)
