@@ -140,11 +140,13 @@ impl Writer {
             // Not certsync's: not to keep, nor to restore later.
             Found::Planted(_) => return remove_any(root, dir_name, &src_path),
         };
-        // A number history holds already is one this entry got by a rename:
-        // kept beside it, the two would hide each other from pruning.
+        // A number history holds under another name is one this entry got by
+        // a rename: kept beside it, the two would hide each other from
+        // pruning. Under its own name it is this revision's, left part-made
+        // by an error or a crash: made again and filled.
         let number = parse_rev(rest).map(|r| r.0);
         let taken = match number {
-            Some(n) if self.opts.keep > 1 => history(root)?.1.contains_key(&n),
+            Some(n) if self.opts.keep > 1 => history(root)?.1.get(&n).is_some_and(|h| h != rest),
             _ => false,
         };
         if self.opts.keep > 1 && !taken {

@@ -856,3 +856,34 @@ fn attack_an_own_revision_renamed_to_a_history_number_never_shares_it() {
         "..history holds {names:?}, history() shows {shown:?}"
     );
 }
+
+/// A history entry left empty for the previous live revision by an error
+/// (EMFILE at its open after the flip) or a crash is made again and filled
+/// at the next write, never taken for a number history holds already: the
+/// previous revision was lost for rollback.
+#[test]
+fn attack_an_empty_history_entry_left_by_an_error_never_loses_the_previous_revision() {
+    let (_d, w) = setup();
+    for t in ["a", "b", "c", "d"] {
+        w.publish(&bundle(t)).unwrap();
+    }
+    let e = bundle("e");
+    w.publish(&e).unwrap();
+    let entry = live_name(&w).strip_prefix(REV_PREFIX).unwrap().to_owned();
+    fail_once(&entry, 0, nix::libc::EMFILE);
+    let published = w.publish(&bundle("f"));
+    assert!(emfile(&published), "{published:?}");
+    w.publish(&bundle("g")).unwrap();
+    let revs = w.revisions().unwrap();
+    let five: Vec<_> = revs.iter().filter(|r| r.revision == 5).collect();
+    let whole = five
+        .iter()
+        .any(|r| r.content.as_ref().is_ok_and(|b| b.hash() == e.hash()));
+    assert!(
+        whole,
+        "revision 5 (e, the previous live one) is not restorable: {:?}",
+        five.iter()
+            .map(|r| (r.dir.clone(), r.content.as_ref().map(|b| b.names().count())))
+            .collect::<Vec<_>>()
+    );
+}
