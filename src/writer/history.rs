@@ -140,24 +140,41 @@ impl Writer {
             // Not certsync's: not to keep, nor to restore later.
             Found::Planted(_) => return remove_any(root, dir_name, &src_path),
         };
-        // A number history holds under another name is one this entry got by
-        // a rename: kept beside it, the two would hide each other from
-        // pruning. Under its own name it is this revision's, left part-made
-        // by an error or a crash: made again and filled.
-        let number = parse_rev(rest).map(|r| r.0);
-        let taken = match number {
-            Some(n) if self.opts.keep > 1 => history(root)?.1.get(&n).is_some_and(|h| h != rest),
-            _ => false,
-        };
-        if self.opts.keep > 1 && !taken {
-            self.move_to_history(root, rest, &src, &src_path, &list(&src, &src_path)?)?;
+        let names = list(&src, &src_path)?;
+        if self.opts.keep > 1 && self.fills_history(root, rest, &names)? {
+            self.move_to_history(root, rest, &src, &src_path, &names, false)?;
         } else {
-            for name in list(&src, &src_path)? {
+            for name in names {
                 remove_any(&src, &name, &src_path.join(&name))?;
             }
         }
         root.remove_dir(dir_name)
             .ctx("remove retired revision", &src_path)
+    }
+
+    /// Whether the files `names` of the revision `rest` go into history: its
+    /// number is new there, or history holds it under this very name with
+    /// none of these files (an entry an error or a crash left part-filled:
+    /// the rest moved in, nothing moved before lost). Another name, or a file
+    /// the entry holds, is a rename of another revision to this number:
+    /// kept, the two would hide each other from pruning or one replace the
+    /// other.
+    fn fills_history(&self, root: &Dir, rest: &str, names: &[String]) -> Result<bool, WriterError> {
+        let (h, held) = history(root)?;
+        let Some(number) = parse_rev(rest).map(|r| r.0) else {
+            return Ok(false);
+        };
+        match (held.get(&number), h) {
+            (None, _) => Ok(true),
+            (Some(name), Some(h)) if name == rest => {
+                let path = self.path(HISTORY).join(rest);
+                Ok(match judged(&h, rest, &path)? {
+                    Found::Own(entry) => !names.iter().any(|n| entry.symlink_metadata(n).is_ok()),
+                    _ => true,
+                })
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Restores the layout's invariants: removes temporary entries, retires
@@ -263,14 +280,15 @@ impl Writer {
             }
         }
         let entry = rev_name(FOUND_REVISION, &kept.hash());
-        let dest_path = self.move_to_history(root, &entry, root, &self.target, &found)?;
+        let dest_path = self.move_to_history(root, &entry, root, &self.target, &found, true)?;
         tracing::warn!(target_dir = %self.target.display(), files = ?found, kept_in = %dest_path.display(), "the target held files certsync did not write; moved them to history before publishing");
         Ok(())
     }
 
-    /// Moves `names` of `src` into a new history entry `entry`, one `rename`
-    /// each (a watch on a file gets `IN_MOVE_SELF`), then fsyncs both.
-    /// Whatever sits in the way is removed, never followed.
+    /// Moves `names` of `src` into the history entry `entry`, made `fresh` or
+    /// kept if certsync's own ([`history_dir`]), one `rename` each (a watch on
+    /// a file gets `IN_MOVE_SELF`), then fsyncs both. Whatever sits in the
+    /// way is removed, never followed.
     fn move_to_history(
         &self,
         root: &Dir,
@@ -278,10 +296,11 @@ impl Writer {
         src: &Dir,
         src_path: &Path,
         names: &[impl AsRef<str>],
+        fresh: bool,
     ) -> Result<PathBuf, WriterError> {
         let history = history_dir(root, HISTORY, &self.path(HISTORY), false)?;
         let dst_path = self.path(HISTORY).join(entry);
-        let dst = history_dir(&history, entry, &dst_path, true)?;
+        let dst = history_dir(&history, entry, &dst_path, fresh)?;
         for name in names.iter().map(AsRef::as_ref) {
             src.rename(name, &dst, name)
                 .ctx("move to history", &src_path.join(name))?;

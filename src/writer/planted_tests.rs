@@ -887,3 +887,68 @@ fn attack_an_empty_history_entry_left_by_an_error_never_loses_the_previous_revis
             .collect::<Vec<_>>()
     );
 }
+
+/// The state a crash or an error leaves between `retire`'s moves and its
+/// `rmdir` (every file in `..history/000005-E`, the emptied `..rev-000005-E`
+/// still at the root): the next write removes the empty directory and never
+/// empties the history entry that holds the revision.
+#[test]
+fn attack_a_retire_interrupted_after_its_moves_never_empties_the_history_entry() {
+    let (_d, w) = setup();
+    for t in ["a", "b", "c", "d"] {
+        w.publish(&bundle(t)).unwrap();
+    }
+    let e = bundle("e");
+    w.publish(&e).unwrap();
+    let e_name = live_name(&w);
+    w.publish(&bundle("f")).unwrap();
+    let before: Vec<_> = w.revisions().unwrap();
+    assert!(
+        before
+            .iter()
+            .any(|r| r.revision == 5 && r.content.as_ref().is_ok_and(|b| b.hash() == e.hash())),
+        "setup: revision 5 not in history"
+    );
+    // What certsync made and moved everything out of, before the crash.
+    fs::create_dir(w.target().join(&e_name)).unwrap();
+    fs::set_permissions(w.target().join(&e_name), Permissions::from_mode(0o755)).unwrap();
+    w.publish(&bundle("g")).unwrap();
+    let revs = w.revisions().unwrap();
+    let five: Vec<_> = revs.iter().filter(|r| r.revision == 5).collect();
+    assert!(
+        five.iter()
+            .any(|r| r.content.as_ref().is_ok_and(|b| b.hash() == e.hash())),
+        "revision 5 (e) was emptied from history by the next write: {:?}",
+        five.iter()
+            .map(|r| (r.dir.clone(), r.content.as_ref().map(|b| b.names().count())))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// certsync's own live revision renamed, by whoever may write the target,
+/// to the exact name of the previous one in history never replaces that
+/// entry: its files are not moved over the ones history holds.
+#[test]
+fn attack_an_own_revision_renamed_to_a_history_entrys_exact_name_never_replaces_it() {
+    let (_d, w) = setup();
+    for t in ["a", "b", "c", "d"] {
+        w.publish(&bundle(t)).unwrap();
+    }
+    let e = bundle("e");
+    w.publish(&e).unwrap();
+    let e_name = live_name(&w);
+    w.publish(&bundle("f")).unwrap();
+    let f_name = live_name(&w);
+    fs::rename(w.target().join(&f_name), w.target().join(&e_name)).unwrap();
+    w.publish(&bundle("g")).unwrap();
+    let revs = w.revisions().unwrap();
+    let five: Vec<_> = revs.iter().filter(|r| r.revision == 5).collect();
+    assert!(
+        five.iter()
+            .any(|r| r.content.as_ref().is_ok_and(|b| b.hash() == e.hash())),
+        "revision 5 (e) was replaced in history by the renamed revision: {:?}",
+        five.iter()
+            .map(|r| (r.dir.clone(), r.content.as_ref().map(|b| b.hash().short())))
+            .collect::<Vec<_>>()
+    );
+}
