@@ -153,12 +153,12 @@ impl Writer {
     }
 
     /// Whether the files `names` of the revision `rest` go into history: its
-    /// number is new there, or history holds it under this very name with
-    /// none of these files (an entry an error or a crash left part-filled:
-    /// the rest moved in, nothing moved before lost). Another name, or a file
-    /// the entry holds, is a rename of another revision to this number:
-    /// kept, the two would hide each other from pruning or one replace the
-    /// other.
+    /// number is new there, or history holds it under this very name and one
+    /// of the two is empty (an error or a crash between the entry's `mkdir`
+    /// and the moves, or between the moves and the `rmdir`: nothing moved
+    /// before is lost). Another name, or both holding files, is a rename of
+    /// another revision to this number: removed, never kept beside the entry
+    /// (the two would hide each other from pruning) nor merged into it.
     fn fills_history(&self, root: &Dir, rest: &str, names: &[String]) -> Result<bool, WriterError> {
         let (h, held) = history(root)?;
         let Some(number) = parse_rev(rest).map(|r| r.0) else {
@@ -169,7 +169,7 @@ impl Writer {
             (Some(name), Some(h)) if name == rest => {
                 let path = self.path(HISTORY).join(rest);
                 Ok(match judged(&h, rest, &path)? {
-                    Found::Own(entry) => !names.iter().any(|n| entry.symlink_metadata(n).is_ok()),
+                    Found::Own(entry) => names.is_empty() || list(&entry, &path)?.is_empty(),
                     _ => true,
                 })
             }
