@@ -694,51 +694,39 @@ fn attack_a_planted_revision_near_the_top_never_loses_the_live_revision_from_his
     );
 }
 
-/// Nor does one just below: counted, every publish after the next came
-/// back to one number, whose history entries hid each other from pruning
+/// Nor does one just below, nor certsync's own live revision renamed to
+/// such a number (one rename, nothing planted: certsync's directory, but a
+/// number it never wrote): counted, every publish after the next came back
+/// to one number, whose history entries hid each other from pruning
 /// (`..history` grew at every publish and kept every old key).
 #[test]
-fn attack_a_planted_revision_near_the_top_never_makes_certsync_reuse_a_number() {
-    let (_d, w) = setup();
-    w.publish(&bundle("a")).unwrap();
-    let planted = w
-        .target()
-        .join(format!("{REV_PREFIX}{}-deadbeef", 999_999_999_998_u64));
-    fs::write(&planted, "x").unwrap();
-    fs::set_permissions(&planted, Permissions::from_mode(0o666)).unwrap();
-    let mut numbers = Vec::new();
-    for i in 0..8 {
-        numbers.push(w.publish(&bundle(&format!("n{i}"))).unwrap().revision());
+fn attack_a_revision_near_the_top_never_makes_certsync_reuse_a_number() {
+    for how in ["planted", "renamed"] {
+        let (_d, w) = setup();
+        w.publish(&bundle("a")).unwrap();
+        if how == "planted" {
+            let planted = w
+                .target()
+                .join(format!("{REV_PREFIX}999999999998-deadbeef"));
+            fs::write(&planted, "x").unwrap();
+            fs::set_permissions(&planted, Permissions::from_mode(0o666)).unwrap();
+        } else {
+            let own = live_name(&w);
+            let hash = own.rsplit('-').next().unwrap().to_owned();
+            let renamed = format!("{REV_PREFIX}999999999999-{hash}");
+            fs::rename(w.target().join(&own), w.target().join(renamed)).unwrap();
+        }
+        let mut numbers = Vec::new();
+        for i in 0..8 {
+            numbers.push(w.publish(&bundle(&format!("n{i}"))).unwrap().revision());
+        }
+        let on_disk = fs::read_dir(w.target().join(HISTORY)).unwrap().count();
+        let reused = numbers.windows(2).any(|p| p[1] <= p[0]);
+        assert!(
+            !reused && on_disk <= 3,
+            "{how}: revisions {numbers:?}; ..history holds {on_disk} entries (keep 4: at most 3)"
+        );
     }
-    let on_disk = fs::read_dir(w.target().join(HISTORY)).unwrap().count();
-    let reused = numbers.windows(2).any(|p| p[1] <= p[0]);
-    assert!(
-        !reused && on_disk <= 3,
-        "revisions {numbers:?}; ..history holds {on_disk} entries (keep 4: at most 3)"
-    );
-}
-
-/// Nor does certsync's own live revision renamed to such a number (one
-/// rename, nothing planted): it is certsync's directory, but the number is
-/// none certsync wrote.
-#[test]
-fn attack_a_renamed_own_revision_near_the_top_never_makes_certsync_reuse_a_number() {
-    let (_d, w) = setup();
-    w.publish(&bundle("a")).unwrap();
-    let own = live_name(&w);
-    let hash = own.rsplit('-').next().unwrap().to_owned();
-    let renamed = w.target().join(format!("{REV_PREFIX}999999999999-{hash}"));
-    fs::rename(w.target().join(&own), &renamed).unwrap();
-    let mut numbers = Vec::new();
-    for i in 0..8 {
-        numbers.push(w.publish(&bundle(&format!("r{i}"))).unwrap().revision());
-    }
-    let on_disk = fs::read_dir(w.target().join(HISTORY)).unwrap().count();
-    let reused = numbers.windows(2).any(|p| p[1] <= p[0]);
-    assert!(
-        !reused && on_disk <= 3,
-        "revisions {numbers:?}; ..history holds {on_disk} entries (keep 4: at most 3)"
-    );
 }
 
 /// With `..data` removed and `..history` renamed away (a plain unlink and
