@@ -147,6 +147,15 @@ pub struct ApiServer {
     conns: Arc<Mutex<JoinSet<()>>>,
 }
 
+/// A port [`ApiServer::reserve`] holds; shown as its address.
+pub struct Reserved(tokio::net::TcpSocket, SocketAddr);
+
+impl std::fmt::Display for Reserved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.1.fmt(f)
+    }
+}
+
 impl ApiServer {
     /// Starts on a free loopback port.
     pub async fn start() -> Self {
@@ -154,15 +163,20 @@ impl ApiServer {
         Self::start_on(listener).await
     }
 
-    /// A free port with nothing listening yet (for "API server down at start").
-    pub async fn reserve() -> SocketAddr {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        l.local_addr().unwrap()
+    /// A loopback port bound with nothing listening (for "API server down
+    /// at start"): connections to it are refused, and no other socket can
+    /// take it meanwhile. A port released and bound again later was taken
+    /// in between, as another connection's ephemeral port (AddrInUse).
+    pub async fn reserve() -> Reserved {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+        let addr = socket.local_addr().unwrap();
+        Reserved(socket, addr)
     }
 
-    /// Starts listening on `addr` (from [`ApiServer::reserve`]).
-    pub async fn start_at(addr: SocketAddr) -> Self {
-        Self::start_on(TcpListener::bind(addr).await.unwrap()).await
+    /// Starts listening on the port `reserved` holds.
+    pub async fn start_at(reserved: Reserved) -> Self {
+        Self::start_on(reserved.0.listen(1024).unwrap()).await
     }
 
     /// Starts on a free loopback port serving HTTPS with `cert`/`key` (PEM).
