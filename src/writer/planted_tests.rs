@@ -9,6 +9,7 @@
 
 use super::{WriterError, layout::*, publish::*, revision::*, target::*};
 use crate::bundle::{Bundle, KEY_FILE};
+use crate::writer::RevisionInfo;
 use std::fs;
 use std::fs::Permissions;
 use std::os::unix::fs::MetadataExt as _;
@@ -118,6 +119,21 @@ fn plant(path: &Path, mode: u32, owner: Option<u32>) {
     if !fs::symlink_metadata(path).unwrap().file_type().is_symlink() {
         fs::set_permissions(path, Permissions::from_mode(mode)).unwrap();
     }
+}
+
+/// Whether revision `number` is listed and each listing of it holds `b`,
+/// else what is listed under it (directory, file count).
+fn holds(w: &Writer, number: u64, b: &Bundle) -> Result<(), String> {
+    let revs = w.revisions().unwrap();
+    let of: Vec<_> = revs.iter().filter(|r| r.revision == number).collect();
+    let same = |r: &&RevisionInfo| r.content.as_ref().is_ok_and(|c| c.hash() == b.hash());
+    if !of.is_empty() && of.iter().all(same) {
+        return Ok(());
+    }
+    let shown = of
+        .iter()
+        .map(|r| (&r.dir, r.content.as_ref().map(|c| c.names().count())));
+    Err(format!("{:?}", shown.collect::<Vec<_>>()))
 }
 
 fn live_name(w: &Writer) -> String {
@@ -862,17 +878,10 @@ fn attack_an_empty_history_entry_left_by_an_error_never_loses_the_previous_revis
     let published = w.publish(&bundle("f"));
     assert!(emfile(&published), "{published:?}");
     w.publish(&bundle("g")).unwrap();
-    let revs = w.revisions().unwrap();
-    let five: Vec<_> = revs.iter().filter(|r| r.revision == 5).collect();
-    let whole = five
-        .iter()
-        .any(|r| r.content.as_ref().is_ok_and(|b| b.hash() == e.hash()));
+    let kept = holds(&w, 5, &e);
     assert!(
-        whole,
-        "revision 5 (e, the previous live one) is not restorable: {:?}",
-        five.iter()
-            .map(|r| (r.dir.clone(), r.content.as_ref().map(|b| b.names().count())))
-            .collect::<Vec<_>>()
+        kept.is_ok(),
+        "revision 5 (e, the previous live one) is not restorable: {kept:?}"
     );
 }
 
@@ -890,26 +899,15 @@ fn attack_a_retire_interrupted_after_its_moves_never_empties_the_history_entry()
     w.publish(&e).unwrap();
     let e_name = live_name(&w);
     w.publish(&bundle("f")).unwrap();
-    let before: Vec<_> = w.revisions().unwrap();
-    assert!(
-        before
-            .iter()
-            .any(|r| r.revision == 5 && r.content.as_ref().is_ok_and(|b| b.hash() == e.hash())),
-        "setup: revision 5 not in history"
-    );
+    assert!(holds(&w, 5, &e).is_ok(), "setup: revision 5 not in history");
     // What certsync made and moved everything out of, before the crash.
     fs::create_dir(w.target().join(&e_name)).unwrap();
     fs::set_permissions(w.target().join(&e_name), Permissions::from_mode(0o755)).unwrap();
     w.publish(&bundle("g")).unwrap();
-    let revs = w.revisions().unwrap();
-    let five: Vec<_> = revs.iter().filter(|r| r.revision == 5).collect();
+    let kept = holds(&w, 5, &e);
     assert!(
-        five.iter()
-            .any(|r| r.content.as_ref().is_ok_and(|b| b.hash() == e.hash())),
-        "revision 5 (e) was emptied from history by the next write: {:?}",
-        five.iter()
-            .map(|r| (r.dir.clone(), r.content.as_ref().map(|b| b.names().count())))
-            .collect::<Vec<_>>()
+        kept.is_ok(),
+        "revision 5 (e) was emptied from history by the next write: {kept:?}"
     );
 }
 
@@ -939,18 +937,10 @@ fn attack_an_own_revision_renamed_to_a_history_entrys_exact_name_never_replaces_
         let f_name = live_name(&w);
         fs::rename(w.target().join(&f_name), w.target().join(&e_name)).unwrap();
         let _ = w.publish(&bundle("g"));
-        let revs = w.revisions().unwrap();
-        let five: Vec<_> = revs.iter().filter(|r| r.revision == 5).collect();
-        let shown: Vec<_> = five
-            .iter()
-            .map(|r| (&r.dir, r.content.as_ref().map(|b| b.names().count())))
-            .collect();
-        let kept = five
-            .iter()
-            .all(|r| r.content.as_ref().is_ok_and(|b| b.hash() == e.hash()));
+        let kept = holds(&w, 5, &e);
         assert!(
-            kept && !five.is_empty(),
-            "{how}: revision 5 (e) not kept as e: {shown:?}"
+            kept.is_ok(),
+            "{how}: revision 5 (e) not kept as e: {kept:?}"
         );
     }
 }
