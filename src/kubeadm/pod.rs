@@ -130,14 +130,12 @@ fn probe_addr_of(c: &k8s_openapi::api::core::v1::Container) -> Result<SocketAddr
     Ok(SocketAddr::new(ip, port))
 }
 
-pub use super::manifest::Volume as Mount;
-
 pub struct Spec<'a> {
     pub image: &'a str,
     pub admin: SocketAddr,
     pub generation: &'a str,
     pub config_hash: &'a str,
-    pub mounts: Vec<Mount>,
+    pub mounts: Vec<super::manifest::Volume>,
 }
 
 /// certsync's static pod manifest, through a typed Pod: no value can change

@@ -145,7 +145,9 @@ impl RevertPlan {
                 "would wait up to {} for the API server to restart on kubeadm's files (serving \
                  {}, /readyz ok through admin.conf)\n",
                 humantime::format_duration(self.opts.api_server_timeout),
-                super::wait::serving_cert(&m.bytes).unwrap_or_default()
+                (Manifest::read(&m.bytes).ok())
+                    .and_then(|m| m.flag("tls-cert-file"))
+                    .unwrap_or_default()
             )
         });
         let text = self.text(false);

@@ -413,11 +413,6 @@ pub async fn api_server_back(
     ))
 }
 
-/// The certificate an API server manifest serves (`--tls-cert-file`).
-pub fn serving_cert(manifest: &[u8]) -> Option<String> {
-    Manifest::read(manifest).ok()?.flag("tls-cert-file")
-}
-
 /// Whether `check`'s address serves the certificate at node path `cert`
 /// (read beneath its directory: the pod writes it).
 async fn served_as_named(

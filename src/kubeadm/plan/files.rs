@@ -136,7 +136,7 @@ fn pod_text(
     let dir = &opts.dir;
     let mut mounts = Vec::new();
     let mut add = |name: &str, path: &str, kind: &'static str, ro: bool| {
-        mounts.push(pod::Mount {
+        mounts.push(super::super::manifest::Volume {
             name: name.to_owned(),
             path: path.to_owned(),
             kind,
