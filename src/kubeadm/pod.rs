@@ -66,8 +66,10 @@ impl Current {
 
     fn typed(bytes: &[u8]) -> Result<Self, Seen> {
         use k8s_openapi::api::core::v1::Pod;
-        let text = String::from_utf8_lossy(bytes);
-        let pod: Pod = crate::files::parse_yaml(&text).map_err(Seen::NotAPod)?;
+        // Not UTF-8: the kubelet's YAML reader refuses it, so no pod runs
+        // from it; read past the bad bytes it would name mounts of none.
+        let text = std::str::from_utf8(bytes).map_err(|_| Seen::NotUtf8)?;
+        let pod: Pod = crate::files::parse_yaml(text).map_err(Seen::NotAPod)?;
         let spec = pod.spec.unwrap_or_default();
         let c = spec
             .containers

@@ -43,6 +43,8 @@ pub enum Seen {
     Failed(#[source] Problem),
 
     // certsync's pod manifest, read for the address its probes ask.
+    #[error("not UTF-8, which the kubelet does not read")]
+    NotUtf8,
     #[error("not a Pod ({0})")]
     NotAPod(#[source] crate::files::YamlError),
     #[error("no container named certsync")]

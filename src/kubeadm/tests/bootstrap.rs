@@ -51,6 +51,11 @@ async fn a_pod_mounts_a_file_read_only_only_from_that_host_path() {
     assert_ne!(other, text);
     assert!(!mounts(&other, path));
     assert!(!mounts("not: [a pod", path));
+    // A byte that is not UTF-8 (here in a comment): the kubelet's YAML
+    // reader refuses the whole manifest, so no pod runs from it.
+    let mut bytes = text.clone().into_bytes();
+    bytes.extend_from_slice(b"# \xff\n");
+    assert!(!pod::Current::parse(&bytes).mounts_read_only(path));
 }
 
 #[tokio::test]
