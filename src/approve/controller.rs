@@ -14,7 +14,7 @@
 //!   unread, an oversized request unparsed ([`policy::MAX_REQUEST_BYTES`]);
 //! - parsing and the policy run on a blocking thread.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,7 +101,6 @@ pub async fn run(
         server,
         told: HashMap::new(),
         cluster: None,
-        facts_problem: None,
         facts_read: false,
     };
     approver.serve(&mut shutdown).await;
@@ -132,9 +131,8 @@ struct Approver {
     cluster: Option<(tokio::time::Instant, Arc<policy::Cluster>)>,
     /// The API server's URL as this process reaches it.
     server: http::Uri,
-    /// Why the cluster facts cannot be read (nothing is decided; not ready).
-    facts_problem: Option<String>,
-    /// Whether the facts were read (or tried) once: not ready before.
+    /// Whether the facts were read (or tried) once: not ready before, then
+    /// ready only while they can be read (else nothing is decided).
     facts_read: bool,
 }
 
@@ -177,9 +175,6 @@ impl Approver {
                 let seen = self.watches.lock();
                 (seen.synced(), seen.dirty.len())
             };
-            if synced && self.facts_read {
-                self.metrics.ready(READINESS, self.facts_problem.clone());
-            }
             self.metrics.csr_backlog(backlog);
             let work = tokio::select! {
                 biased;
@@ -221,7 +216,8 @@ impl Approver {
     }
 
     /// The cluster facts, read again once older than
-    /// [`CLUSTER_FACTS_TTL`]; `None` (decide nothing) when they cannot be.
+    /// [`CLUSTER_FACTS_TTL`]; `None` (decide nothing, not ready) when they
+    /// cannot be. Called only once the watches have listed.
     async fn cluster_facts(&mut self) -> Option<Arc<policy::Cluster>> {
         if let Some((at, facts)) = &self.cluster
             && at.elapsed() < CLUSTER_FACTS_TTL
@@ -233,15 +229,15 @@ impl Approver {
             Ok(c) => {
                 let c = Arc::new(c);
                 self.cluster = Some((tokio::time::Instant::now(), c.clone()));
-                self.facts_problem = None;
+                self.metrics.ready(READINESS, None);
                 Some(c)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the cluster's Service ranges, Services and API server endpoints; deciding nothing until they can be read");
                 self.cluster = None;
-                self.facts_problem = Some(format!(
+                self.metrics.ready(READINESS, Some(format!(
                     "cannot read the cluster's Service ranges, Services and API server endpoints: {e}"
-                ));
+                )));
                 None
             }
         }
@@ -287,7 +283,13 @@ impl Approver {
                 return;
             }
         }
-        let live = self.watches.lock().uids();
+        let seen = self.watches.lock();
+        let uids = seen
+            .csrs
+            .items()
+            .values()
+            .filter_map(|c| c.metadata.uid.as_ref());
+        let live: HashSet<&String> = uids.collect();
         self.told.retain(|uid, _| live.contains(uid));
     }
 

@@ -222,13 +222,10 @@ impl Metrics {
     /// `mapping="..."`, its value shared by every series of the mapping.
     fn label(&self, mapping: &str) -> MappingLabel {
         let mut names = crate::lock(&self.names);
-        let name = match names.get(mapping) {
-            Some(name) => Arc::clone(name),
-            None => Arc::clone(
-                (names.entry(mapping.to_owned())).or_insert_with(|| Arc::new(mapping.to_owned())),
-            ),
-        };
-        [("mapping", name)]
+        if !names.contains_key(mapping) {
+            names.insert(mapping.to_owned(), Arc::new(mapping.to_owned()));
+        }
+        [("mapping", Arc::clone(&names[mapping]))]
     }
 
     /// Declares a mapping: not ready until it has a valid revision, and

@@ -8,7 +8,7 @@
 //! skipping verification is allowed for loopback URLs only.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -151,17 +151,11 @@ impl HttpHook {
 
     fn build_client(&self) -> Result<HttpClient, ReloadError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(ReloadError::Client)?;
         let tls = if self.config.insecure_skip_verify {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyCertificate {
-                    provider,
-                    leaf: Mutex::default(),
-                }))
-                .with_no_client_auth()
+            AnyCertificate::config(builder)
         } else if let Some(path) = &self.config.ca_file {
             let bad = |source: Box<dyn std::error::Error + Send + Sync>| ReloadError::CaFile {
                 path: path.clone(),

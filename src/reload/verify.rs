@@ -6,13 +6,13 @@
 //! loopback IP), so the chain is not validated; but the handshake signature
 //! is, so a match also proves the server holds the matching private key.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::crypto::{WebPkiSupportedAlgorithms, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::{ClientConfig, ConfigBuilder, DigitallySignedStruct, SignatureScheme, WantsVerifier};
 
 use crate::reload::error::ReloadError;
 
@@ -26,26 +26,35 @@ pub struct ServingCheck {
 }
 
 /// Accepts any server certificate: for [`ServingCheck`] (the chain is not
-/// the question) and `--reload-insecure-skip-verify` (loopback URLs only,
-/// checked where the hook is configured). The handshake signatures are
-/// still verified, so the server holds the key of the leaf it presents.
+/// the question; the leaf presented is read from the connection) and
+/// `--reload-insecure-skip-verify` (loopback URLs only, checked where the
+/// hook is configured). The handshake signatures are still verified, so
+/// the server holds the key of the leaf it presents.
 #[derive(Debug)]
 pub(crate) struct AnyCertificate {
-    pub(crate) provider: Arc<CryptoProvider>,
-    /// Where the leaf presented is kept, for a caller that compares it.
-    pub(crate) leaf: Mutex<Option<Vec<u8>>>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl AnyCertificate {
+    /// `builder`'s configuration, accepting any server certificate.
+    pub(crate) fn config(builder: ConfigBuilder<ClientConfig, WantsVerifier>) -> ClientConfig {
+        let algorithms = builder.crypto_provider().signature_verification_algorithms;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Self { algorithms }))
+            .with_no_client_auth()
+    }
 }
 
 impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(
         &self,
-        end_entity: &CertificateDer<'_>,
+        _end_entity: &CertificateDer<'_>,
         _intermediates: &[CertificateDer<'_>],
         _server_name: &ServerName<'_>,
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        *crate::lock(&self.leaf) = Some(end_entity.to_vec());
         Ok(ServerCertVerified::assertion())
     }
 
@@ -55,12 +64,7 @@ impl ServerCertVerifier for AnyCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -69,18 +73,11 @@ impl ServerCertVerifier for AnyCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.algorithms.supported_schemes()
     }
 }
 
@@ -101,16 +98,11 @@ impl ServingCheck {
     /// The SHA-256 of the leaf served now.
     pub async fn served(&self, timeout: Duration) -> Result<[u8; 32], ReloadError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let capture = Arc::new(AnyCertificate {
-            provider: Arc::clone(&provider),
-            leaf: Mutex::default(),
-        });
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| ReloadError::Tls(e.into()))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::clone(&capture) as Arc<dyn ServerCertVerifier>)
-            .with_no_client_auth();
+        let config = AnyCertificate::config(
+            ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| ReloadError::Tls(e.into()))?,
+        );
         let (host, _) = self
             .addr
             .rsplit_once(':')
@@ -127,14 +119,13 @@ impl ServingCheck {
             let tls = tokio_rustls::TlsConnector::from(Arc::new(config));
             tls.connect(server_name, tcp)
                 .await
-                .map_err(|e| ReloadError::Tls(e.into()))?;
-            Ok::<_, ReloadError>(())
+                .map_err(|e| ReloadError::Tls(e.into()))
         };
-        tokio::time::timeout(timeout, connect)
+        let tls = tokio::time::timeout(timeout, connect)
             .await
             .map_err(|_| ReloadError::Tls("TLS handshake timed out".into()))??;
-        let leaf = crate::lock(&capture.leaf).take();
-        leaf.map(|der| crate::bundle::sha256(&der))
+        let leaf = tls.get_ref().1.peer_certificates().and_then(<[_]>::first);
+        leaf.map(|der| crate::bundle::sha256(der))
             .ok_or_else(|| ReloadError::Tls("no certificate presented".into()))
     }
 

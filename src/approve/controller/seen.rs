@@ -7,7 +7,7 @@
 //! what is held is the objects themselves, as in an informer's cache (the
 //! API server bounds their number and size).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::{Stream, StreamExt};
@@ -169,14 +169,6 @@ impl Seen {
             self.csrs.insert(name.clone(), written);
             self.dirty.remove(&name);
         }
-    }
-
-    pub fn uids(&self) -> HashSet<String> {
-        self.csrs
-            .items()
-            .values()
-            .filter_map(|c| c.metadata.uid.clone())
-            .collect()
     }
 }
 

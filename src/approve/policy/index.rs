@@ -118,14 +118,6 @@ impl Nodes {
         index
     }
 
-    #[cfg(test)]
-    pub fn entries(&self) -> usize {
-        self.listed
-            .values()
-            .map(|p| p.listed.ips.len() + p.listed.dns.len())
-            .sum()
-    }
-
     /// What Node `name` lists; `None` when there is no such Node.
     pub fn listed(&self, name: &str) -> Option<&Listed> {
         self.listed.get(name).map(|p| &p.listed)

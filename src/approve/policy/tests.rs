@@ -20,6 +20,12 @@ fn decide(
     decide_with(csr, &Nodes::new(nodes), cluster, policy)
 }
 
+/// How many addresses and names `index` holds for `nodes`.
+fn entries(index: &Nodes, nodes: &BTreeMap<String, Node>) -> usize {
+    let listed = nodes.keys().filter_map(|n| index.listed(n));
+    listed.map(|l| l.ips.len() + l.dns.len()).sum()
+}
+
 /// A request as a kubelet makes it, changed by the test.
 struct Ask {
     username: String,

@@ -48,22 +48,23 @@ pub struct Proc {
 
 impl Proc {
     pub(super) fn matches(&self, target: &Target) -> bool {
-        let base = |s: &str| {
-            Path::new(s)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-        };
         match target {
             // The kernel keeps only 15 bytes of comm.
             Target::Name(n) => {
+                let argv0 = self.cmdline.first().and_then(|a| base_name(a.as_ref()));
                 self.comm == n.chars().take(15).collect::<String>()
                     || self.exe.as_deref() == Some(n.as_str())
-                    || self.cmdline.first().and_then(|a| base(a)).as_deref() == Some(n.as_str())
+                    || argv0.as_deref() == Some(n.as_str())
             }
             Target::Cmdline(re) => re.is_match(&self.cmdline.join(" ")),
             Target::Pidfile { .. } => false,
         }
     }
+}
+
+/// The last component of `path`, as text.
+fn base_name(path: &Path) -> Option<String> {
+    Some(path.file_name()?.to_string_lossy().into_owned())
 }
 
 /// Every process visible in `/proc`, skipping those that vanish mid-read.
@@ -74,10 +75,7 @@ pub fn processes() -> Result<Vec<Proc>, ReloadError> {
 
 pub(super) fn read(p: &procfs::process::Process) -> Option<Proc> {
     let stat = p.stat().ok()?;
-    let exe = p
-        .exe()
-        .ok()
-        .and_then(|e| e.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let exe = p.exe().ok().as_deref().and_then(base_name);
     Some(Proc {
         pid: stat.pid,
         comm: stat.comm,
