@@ -163,15 +163,11 @@ impl HttpHook {
             };
             let pem = crate::files::read_steering(path, crate::validate::MAX_BUNDLE_SIZE as u64)
                 .map_err(|e| bad(e.problem().into()))?;
+            // Certificates only: a key or another block is refused, never
+            // skipped ([`crate::pem::certificates`]).
             let mut roots = rustls::RootCertStore::empty();
-            use rustls_pki_types::pem::PemObject;
-            for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
-                roots
-                    .add(cert.map_err(|e| bad(e.into()))?)
-                    .map_err(|e| bad(e.into()))?;
-            }
-            if roots.is_empty() {
-                return Err(bad("no certificates in it".into()));
+            for der in crate::pem::certificates(&pem).map_err(|e| bad(e.into()))? {
+                roots.add(der.into()).map_err(|e| bad(e.into()))?;
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         } else {
@@ -503,6 +499,41 @@ mod tests {
         let e = e.to_string();
         assert!(
             e.contains(&ca.display().to_string()) && e.contains("may be changed"),
+            "{e}"
+        );
+    }
+
+    /// A CA file is certificates only: a key or another block beside them
+    /// is refused, never skipped (a file that is not what the operator
+    /// thinks it is), and so is PEM Go's reader would read otherwise.
+    #[test]
+    fn attack_a_reload_ca_file_with_a_block_that_is_no_certificate_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let ca = d.path().join("ca.crt");
+        let hook = HttpHook::new(&HttpHookConfig {
+            ca_file: Some(ca.clone()),
+            ..config("https://127.0.0.1:1/")
+        })
+        .unwrap();
+        let cert = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/certs/ca.crt"
+        ))
+        .unwrap();
+        std::fs::write(&ca, &cert).unwrap();
+        assert!(hook.build_client().is_ok(), "a CA certificate");
+        let key = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/certs/tls.key"
+        ))
+        .unwrap();
+        std::fs::write(&ca, [cert.as_slice(), key.as_slice()].concat()).unwrap();
+        let Err(e) = hook.build_client() else {
+            panic!("a CA file holding a key was read");
+        };
+        assert!(
+            matches!(&e, ReloadError::CaFile { source, .. }
+                if matches!(source.downcast_ref(), Some(crate::pem::PemError::Kind(_)))),
             "{e}"
         );
     }
