@@ -25,10 +25,10 @@ pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
 use changes::ManifestChange;
 pub use changes::Plan;
 use files::{certsyncs_files, config_text, renewal};
+use layout::Cert;
 #[cfg(test)]
 pub use layout::{CA_FILES, pairs};
-use layout::{Cert, certs};
-pub use layout::{EMBEDDED, pair_ca, read_only_in_pod, recorded_targets, target_cas, unrecorded};
+pub use layout::{EMBEDDED, certs, pair_ca, read_only_in_pod, recorded_targets, unrecorded};
 
 /// What adopt does to `kube-public/cluster-info` so that `kubeadm join` trusts `bundle`;
 /// why it cannot only once a renewal is there to miss (a join fails only after the old
