@@ -19,7 +19,6 @@ use super::plan::{self, POD, Plan};
 use super::record::{State, backup_path, mkdir, put};
 use super::seen::{NotReady, Seen};
 use super::wait;
-use crate::writer::replace_file;
 
 /// How long a failed wait asks the API server for certsync's pod.
 const POD_STATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
@@ -310,7 +309,7 @@ async fn changes(dir: &Path, plan: &Plan, out: &mut Out) -> Result<(), KubeadmEr
                 again)";
     write_map(plan, map, done, left, out).await;
     for m in &plan.manifests {
-        replace_file(&host(dir, &m.path), 0o600, &m.after)?;
+        put(&host(dir, &m.path), &m.after, 0o600)?;
         let _ = writeln!(out, "changed {}", m.path);
     }
     Ok(())

@@ -69,7 +69,7 @@ pub(super) fn handbacks(
         let der = crate::pem::exactly_one(&kubeadms, SectionKind::Certificate)
             .map_err(|e| KubeadmError::file(&at, e))?;
         let prefix = prefix.clone();
-        let ca = plan::pair_ca(dir, &prefix).ok_or(RevertError::NotAPair { prefix })?;
+        let ca = plan::pair_ca(&prefix).ok_or(RevertError::NotAPair { prefix })?;
         let (new, reissued) = renewed(dir, &at, &der, &ca, deadline)?.unzip();
         let handback = |node_path, bytes, reissued| Handback {
             node_path,

@@ -245,10 +245,8 @@ pub fn open_beneath(dir: &Path, node_dir: &str) -> Result<cap_std::fs::Dir, File
 /// [`reach`], refused unless it is a directory.
 fn reach_dir(dir: &Path, node_dir: &str) -> Result<beneath::Walked, FileProblem> {
     let walked = reach(dir, node_dir)?;
-    if walked.st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR {
-        return Err(FileProblem::NotDir(node_dir.to_owned()));
-    }
-    Ok(walked)
+    let not_dir = || FileProblem::NotDir(node_dir.to_owned());
+    walked.is_dir().then_some(walked).ok_or_else(not_dir)
 }
 
 /// `node_path` looked at again just before root claims, moves or purges it: a symlink the

@@ -13,7 +13,7 @@ pub fn read(dir: &Path, node_path: &str) -> Result<String, KubeadmError> {
 }
 
 /// The text of `node_path` as read (`None`: absent); refused when absent or not UTF-8.
-fn text(dir: &Path, node_path: &str, read: Option<Vec<u8>>) -> Result<String, KubeadmError> {
+pub fn text(dir: &Path, node_path: &str, read: Option<Vec<u8>>) -> Result<String, KubeadmError> {
     let path = host(dir, node_path);
     let bytes = read.ok_or_else(|| KubeadmError::file(&path, FileProblem::Missing))?;
     String::from_utf8(bytes).map_err(|_| KubeadmError::file(&path, FileProblem::NotUtf8))

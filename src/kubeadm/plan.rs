@@ -22,13 +22,13 @@ pub use super::manifest::CONFIG;
 pub use super::pod::POD;
 use super::record::State;
 pub use super::record::{BACKUPS, MADE_DIRS, STATE, backup_path};
-use changes::ManifestChange;
 pub use changes::Plan;
+use changes::{ManifestChange, Read};
 use files::{certsyncs_files, config_text, renewal};
+use layout::Cert;
 #[cfg(test)]
 pub use layout::{CA_FILES, pairs};
-use layout::{Cert, certs};
-pub use layout::{EMBEDDED, pair_ca, read_only_in_pod, recorded_targets, target_cas, unrecorded};
+pub use layout::{EMBEDDED, certs, pair_ca, read_only_in_pod, recorded_targets, unrecorded};
 
 /// What adopt does to `kube-public/cluster-info` so that `kubeadm join` trusts `bundle`;
 /// why it cannot only once a renewal is there to miss (a join fails only after the old
@@ -143,7 +143,8 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     super::judge::judge(opts, &config)?;
     let (kubeconfigs_trusted, kubeadms) = kubeconfigs(dir, &trust.ca_bundle, state, pairs_first)?;
     let config = config.into_bytes();
-    let (files, generation) = certsyncs_files(opts, &certs, &trust, config, state, bootstrap)?;
+    let (files, generation) =
+        certsyncs_files(opts, &certs, &trust, config, (state, &kubeadms), bootstrap)?;
     let image_before = probed
         .and_then(|p| p.image.clone())
         .filter(|old| *old != crate::escape(opts.image()));
@@ -302,7 +303,7 @@ fn kubeadms_pairs(
     certs: &[Cert],
     recorded: Option<&State>,
     cas: &[trust::CaEnd],
-) -> Result<Vec<(String, Vec<u8>, u32)>, KubeadmError> {
+) -> Result<Vec<Read>, KubeadmError> {
     // Each template read once: the bytes judged are the bytes backed up.
     let crts = (certs.iter().filter_map(|c| Some((c.pair()?, c.ca_crt()))))
         .map(|(pair, ca)| {
@@ -344,8 +345,6 @@ fn key_alg(opts: &Options, stored: Option<&Value>) -> Result<KeyAlg, KubeadmErro
     Err(KubeadmError::refused(&opts.dir, refusal))
 }
 
-type Kubeconfigs = (Vec<String>, Vec<(String, Vec<u8>, u32)>);
-
 /// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: given it, kubectl and
 /// kubeadm trust the renewal before the old one ends; and those no earlier adoption backed
 /// up (`recorded`), with their bytes, then the pairs' files likewise (`pairs`).
@@ -353,8 +352,8 @@ fn kubeconfigs(
     dir: &Path,
     bundle: &[u8],
     recorded: Option<&State>,
-    pairs: Vec<(String, Vec<u8>, u32)>,
-) -> Result<Kubeconfigs, KubeadmError> {
+    pairs: Vec<Read>,
+) -> Result<(Vec<String>, Vec<Read>), KubeadmError> {
     let (mut trusted, mut first) = (Vec::new(), Vec::new());
     for k in EMBEDDED {
         let Some((bytes, mode)) = node::read_with_mode(dir, k)? else {

@@ -56,7 +56,7 @@ impl State {
     pub(super) fn write(&self, dir: &Path) -> Result<(), KubeadmError> {
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| KubeadmError::file(&host(dir, STATE), e))?;
-        Ok(replace_file(&host(dir, STATE), 0o600, &bytes)?)
+        put(&host(dir, STATE), &bytes, 0o600)
     }
 
     /// The backup of kubeadm's copy of the manifest at `path` when `bytes` are what adopt

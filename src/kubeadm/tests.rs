@@ -109,7 +109,7 @@ fn node_dir() -> tempfile::TempDir {
     copy(&fixtures().join("pki/etcd"), &dir.path().join("pki/etcd"));
     // Each pair's key beside its certificate (not in the fixtures: only
     // their presence is read).
-    for p in plan::pairs(dir.path()) {
+    for p in plan::pairs() {
         // 0600, as kubeadm writes keys (adopt refuses one others may read).
         let key = host(dir.path(), &format!("{p}.key"));
         std::fs::write(&key, "kubeadm's key\n").expect("key");

@@ -96,7 +96,8 @@ pub(super) async fn get_readyz(addr: SocketAddr) -> Result<Readyz, Seen> {
 pub fn dead_targets(dir: &Path, cas: &[CaEnd]) -> Vec<(String, String)> {
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
     let mut dead = Vec::new();
-    for (target, ca) in plan::target_cas(dir) {
+    for c in plan::certs(dir, None) {
+        let (ca, target) = (c.ca_crt(), c.target);
         let ends = || -> Result<_, Problem> {
             let read = |f: &str| read_beneath(dir, &target, f);
             let (crt, key) = (read("tls.crt")?, read("tls.key")?);

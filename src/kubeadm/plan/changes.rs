@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use super::super::paths::FileWrite;
 use super::super::trust::{CaEnd, Record};
 
+/// A kubeadm file as the plan read it: node path, bytes and mode.
+pub type Read = (String, Vec<u8>, u32);
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ManifestChange {
     pub path: String,
@@ -39,7 +42,7 @@ pub struct Plan {
     /// kubeadm's files certsync's pod rewrites that no earlier adoption backed up, as read
     /// (bytes and mode): kubeconfigs, then pairs.
     #[serde(skip)]
-    pub kubeadms: Vec<(String, Vec<u8>, u32)>,
+    pub kubeadms: Vec<Read>,
     /// admin.conf as the plan read it: the ConfigMaps are written and the waits ask through
     /// it, whatever admin.conf has become since.
     #[serde(skip)]

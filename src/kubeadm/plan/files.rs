@@ -13,6 +13,7 @@ use super::super::paths::{FileWrite, digest, host};
 use super::super::pod::POD;
 use super::super::record::{State, read_backup_text};
 use super::super::{node, pod, trust};
+use super::changes::Read;
 use super::layout::{CA_FILES, Cert, KUBELET_FILES};
 use crate::x509::KeyAlg;
 
@@ -197,13 +198,14 @@ fn pod_text(
 }
 
 /// The CAs' renewals and bundles, then certsync's kubeconfigs, configuration and pod; and
-/// the pod's generation.
+/// the pod's generation. `read`: adopt's record and kubeadm's files as the plan read them
+/// (on a node not yet adopted, every kubeconfig there).
 pub(super) fn certsyncs_files(
     opts: &Options,
     certs: &[Cert],
     trust: &trust::Trust,
     config: Vec<u8>,
-    recorded: Option<&State>,
+    (recorded, kubeadms): (Option<&State>, &[Read]),
     bootstrap: bool,
 ) -> Result<(Vec<FileWrite>, String), KubeadmError> {
     let (dir, adopted) = (&opts.dir, recorded.is_some());
@@ -230,7 +232,12 @@ pub(super) fn certsyncs_files(
                 let missing = vec![live];
                 return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
             }
-            None => (host(dir, &live), node::read(dir, &live)?),
+            // The bytes read once (and backed up), never the file by its name again.
+            None => {
+                let read = kubeadms.iter().find(|(f, ..)| *f == live);
+                let text = node::text(dir, &live, read.map(|(_, b, _)| b.clone()))?;
+                (host(dir, &live), text)
+            }
         };
         let server = node::server(&at, &text)?;
         let text = kubeconfig_text(&server, user, &format!("{P}/{target}"))?;

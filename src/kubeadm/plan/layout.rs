@@ -48,7 +48,7 @@ pub(super) const KUBELET_FILES: [(&str, &str); 2] = [
 
 /// One `ca:` mapping. A template (under pki/) is also kubeadm's copy of the pair, kept in
 /// step (`update-pair:`); a client has an identity (cn, o) and its kubeconfig instead.
-pub(super) struct Cert {
+pub struct Cert {
     pub name: String,
     pub ca: &'static str,
     pub target: String,
@@ -101,14 +101,7 @@ const CLIENTS: [(&str, &str, Option<&str>); 4] = [
 /// when its kubeconfig is there or adopt's record (`recorded`) names it. certsync's
 /// container may delete a kubeconfig, never drop a client's mapping (a component would
 /// run on a target nothing renews) or hide its target from revert.
-pub(super) fn certs(dir: &Path, recorded: Option<&State>) -> Vec<Cert> {
-    let pairs = PAIRS.into_iter().map(|(ca, template)| Cert {
-        name: template.replace('/', "-"),
-        ca,
-        target: manifest::target(template),
-        template: Some(template),
-        client: None,
-    });
+pub fn certs(dir: &Path, recorded: Option<&State>) -> Vec<Cert> {
     let clients = CLIENTS
         .into_iter()
         .filter(|(kubeconfig, ..)| {
@@ -126,7 +119,18 @@ pub(super) fn certs(dir: &Path, recorded: Option<&State>) -> Vec<Cert> {
                 client: Some((cn, o, kubeconfig)),
             }
         });
-    pairs.chain(clients).collect()
+    pair_certs().chain(clients).collect()
+}
+
+/// The mappings of kubeadm's pairs: every node has them all, so nothing on disk is looked at.
+fn pair_certs() -> impl Iterator<Item = Cert> {
+    PAIRS.into_iter().map(|(ca, template)| Cert {
+        name: template.replace('/', "-"),
+        ca,
+        target: manifest::target(template),
+        template: Some(template),
+        client: None,
+    })
 }
 
 /// The kubeadm files certsync keeps in step whose copy adopt's record lacks (revert hands
@@ -138,30 +142,21 @@ pub fn unrecorded(dir: &Path, state: &State) -> Vec<String> {
         .filter(|k| !state.kubeconfigs.contains_key(*k))
         .filter(|k| !matches!(reach(dir, k), Err(FileProblem::Missing)))
         .map(str::to_owned);
-    let pairs = pairs(dir)
-        .into_iter()
+    let pairs = pairs()
         .filter(|p| !state.pairs.contains_key(p))
         .map(|p| format!("{p}.crt"));
     kubeconfigs.chain(pairs).collect()
 }
 
 /// kubeadm's pairs certsync keeps in step, as prefixes (without `.crt`/`.key`).
-pub fn pairs(dir: &Path) -> Vec<String> {
-    certs(dir, None).iter().filter_map(Cert::pair).collect()
+pub fn pairs() -> impl Iterator<Item = String> {
+    pair_certs().filter_map(|c| c.pair())
 }
 
-pub fn pair_ca(dir: &Path, prefix: &str) -> Option<String> {
-    let cert = certs(dir, None)
-        .into_iter()
-        .find(|c| c.pair().as_deref() == Some(prefix));
+/// The CA certificate of kubeadm's pair at `prefix`; `None`: no pair of kubeadm's.
+pub fn pair_ca(prefix: &str) -> Option<String> {
+    let cert = pair_certs().find(|c| c.pair().as_deref() == Some(prefix));
     cert.map(|c| c.ca_crt())
-}
-
-pub fn target_cas(dir: &Path) -> Vec<(String, String)> {
-    certs(dir, None)
-        .iter()
-        .map(|c| (c.target.clone(), c.ca_crt()))
-        .collect()
 }
 
 /// The node's targets ([`certs`]), with adopt's record (`state`) each client's it names

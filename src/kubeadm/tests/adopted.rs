@@ -140,7 +140,7 @@ pub(super) fn adopted_node() -> tempfile::TempDir {
         std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     }
     let mut pairs = serde_json::Map::new();
-    for p in plan::pairs(d) {
+    for p in plan::pairs() {
         let (crt, key) = (format!("{p}.crt"), format!("{p}.key"));
         let (kubeadms, certsyncs) = (pair_ending(year), pair_ending(minutes));
         write(&backed_up(&crt), &kubeadms.0);

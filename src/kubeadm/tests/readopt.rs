@@ -33,7 +33,7 @@ pub(super) fn recorded(d: &Path) {
             state.kubeconfigs.insert(k.to_owned(), first);
         }
     }
-    for p in plan::pairs(d) {
+    for p in plan::pairs() {
         state.pairs.insert(p, format!("{}/{FIRST}", plan::BACKUPS));
     }
     state.write(d).expect("record");
