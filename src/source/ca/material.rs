@@ -65,12 +65,8 @@ pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<W
             template_not_after: None,
         });
     };
-    let t = read_template(path, &ca, &mut want, spec.key_alg_from_template).map_err(|problem| {
-        CaError::Template {
-            path: path.clone(),
-            problem: Box::new(problem),
-        }
-    })?;
+    let t = read_template(path, &ca, &mut want, spec.key_alg_from_template)
+        .map_err(|problem| CaError::file("template", path, problem))?;
     Ok(Wanted {
         ca,
         want,
@@ -145,10 +141,7 @@ pub(super) fn read_ca_cert(
     now: SystemTime,
     skew: Duration,
 ) -> Result<CaCert, CaError> {
-    let err = |problem| CaError::CaCert {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    };
+    let err = |problem| CaError::file("CA certificate", path, problem);
     let (file, _) = open_owned(path).map_err(err)?;
     let bytes = beneath::read_capped(file, path, LIMIT).map_err(|e| err(CaError::Read(e)))?;
     let der = one_certificate(&bytes).map_err(err)?;
@@ -196,10 +189,7 @@ pub(super) fn read_key(
     allow_loose: bool,
     ca: &CaCert,
 ) -> Result<CaKey, CaError> {
-    let err = |problem| CaError::CaKey {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    };
+    let err = |problem| CaError::file("CA key", path, problem);
     let (file, meta) = open_owned(path).map_err(err)?;
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 && !allow_loose {
