@@ -189,7 +189,10 @@ impl KubeObject {
             let update = match event.map(|e| listed.apply(e)) {
                 Ok(None) => continue,
                 Ok(Some(changed)) => match listed.items().values().next() {
-                    Some(obj) => self.applied(obj),
+                    Some(obj) => {
+                        *crate::lock(&self.uid) = obj.meta().uid.clone();
+                        self.bundle(obj)
+                    }
                     // A re-list without it, or its deletion (named).
                     None if changed.is_none() => self.absent(KubeError::NotFound {
                         object: self.object.to_string(),
@@ -213,12 +216,6 @@ impl KubeObject {
             };
             super::error::publish(tx, update.map_err(SourceError::from));
         }
-    }
-
-    /// The bundle of an object that was listed, added or modified.
-    fn applied(&self, obj: &impl Payload) -> Result<Bundle, KubeError> {
-        *crate::lock(&self.uid) = obj.meta().uid.clone();
-        self.bundle(obj)
     }
 }
 

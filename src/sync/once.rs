@@ -32,7 +32,7 @@ pub async fn once(config: &Config) -> Vec<SyncError> {
             Err(e) => Err(Arc::new(SourceError::Client(Arc::new(e)))),
         }
     } else {
-        Err(Arc::new(SourceError::NoClientNeeded))
+        Err(Arc::new(SourceError::NoClient))
     };
     // Claims held until every mapping is done: one owner per target, so a
     // run beside the daemon that owns a target is refused (exit 1, naming

@@ -12,12 +12,13 @@ mod cert;
 mod template;
 pub(super) use cert::{CaCert, issued_by};
 use cert::{LIMIT, one_certificate};
+pub(super) use template::Wanted;
 use template::read_template;
 
 use super::spec::CaSpec;
 use crate::beneath::{self, Entry, Links, Start, Trust};
 use crate::pem::PemError;
-use crate::source::csr::{CsrSpec, KeyAlg, San, leaf_usages};
+use crate::source::csr::{KeyAlg, leaf_usages};
 use crate::source::error::ca::CaError;
 use crate::validate;
 use crate::x509::Certificate;
@@ -38,46 +39,23 @@ impl CaKey {
     }
 }
 
-/// What the next certificate must be.
-pub(super) struct Wanted {
-    pub ca: CaCert,
-    /// The mapping's, the template's identity filled in.
-    pub want: CsrSpec,
-    /// The template's subject (DER) as it is; `None`: built from `want`.
-    pub subject: Option<Vec<u8>>,
-    /// In their order.
-    pub sans: Vec<San>,
-    pub template_not_after: Option<i64>,
-}
-
 /// Reads the CA certificate and the template (not the key) as they are now.
 pub(super) fn wanted(spec: &CaSpec, now: SystemTime, skew: Duration) -> Result<Wanted, CaError> {
-    let ca = read_ca_cert(&spec.ca_cert, now, skew)?;
-    let mut want = spec.issue.clone();
-    let Some(path) = &spec.template else {
-        leaf_usages(want.usages.iter().map(String::as_str))
-            .map_err(|e| CaError::signing(e.into()))?;
-        return Ok(Wanted {
-            ca,
-            sans: want.sans(),
-            want,
-            subject: None,
-            template_not_after: None,
-        });
-    };
-    let t = read_template(path, &ca, &mut want, spec.key_alg_from_template).map_err(|problem| {
-        CaError::Template {
-            path: path.clone(),
-            problem: Box::new(problem),
-        }
-    })?;
-    Ok(Wanted {
-        ca,
+    let want = spec.issue.clone();
+    let mut w = Wanted {
+        ca: read_ca_cert(&spec.ca_cert, now, skew)?,
+        sans: want.sans(),
         want,
-        subject: Some(t.subject),
-        sans: t.sans,
-        template_not_after: Some(t.not_after),
-    })
+        subject: None,
+        template_not_after: None,
+    };
+    match &spec.template {
+        Some(path) => read_template(path, &mut w, spec.key_alg_from_template)
+            .map_err(|problem| CaError::file("template", path, problem))?,
+        None => leaf_usages(w.want.usages.iter().map(String::as_str))
+            .map_err(|e| CaError::signing(e.into()))?,
+    }
+    Ok(w)
 }
 
 /// Who may own the CA's files and the key's directories: root or
@@ -145,10 +123,7 @@ pub(super) fn read_ca_cert(
     now: SystemTime,
     skew: Duration,
 ) -> Result<CaCert, CaError> {
-    let err = |problem| CaError::CaCert {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    };
+    let err = |problem| CaError::file("CA certificate", path, problem);
     let (file, _) = open_owned(path).map_err(err)?;
     let bytes = beneath::read_capped(file, path, LIMIT).map_err(|e| err(CaError::Read(e)))?;
     let der = one_certificate(&bytes).map_err(err)?;
@@ -196,10 +171,7 @@ pub(super) fn read_key(
     allow_loose: bool,
     ca: &CaCert,
 ) -> Result<CaKey, CaError> {
-    let err = |problem| CaError::CaKey {
-        path: path.to_owned(),
-        problem: Box::new(problem),
-    };
+    let err = |problem| CaError::file("CA key", path, problem);
     let (file, meta) = open_owned(path).map_err(err)?;
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 && !allow_loose {

@@ -30,10 +30,7 @@ pub fn reissue(
     ca_key: &Path,
     now: SystemTime,
 ) -> Result<Vec<u8>, CaError> {
-    let bad = |problem| CaError::Template {
-        path: template.to_owned(),
-        problem: Box::new(problem),
-    };
+    let bad = |problem| CaError::file("template", template, problem);
     let ca = read_ca_cert(ca_cert, now, BACKDATE)?;
     let cert = issued_by_ca(der, &ca).map_err(|source| {
         bad(CaError::NotIssuedByTheCa {
@@ -59,10 +56,7 @@ pub fn renew_ca(
     not_after: i64,
     now: SystemTime,
 ) -> Result<Vec<u8>, CaError> {
-    let bad = |problem| CaError::CaCert {
-        path: ca_cert.to_owned(),
-        problem: Box::new(problem),
-    };
+    let bad = |problem| CaError::file("CA certificate", ca_cert, problem);
     let ca = read_ca_cert(ca_cert, now, BACKDATE)?;
     let cert = issued_by_ca(&ca.der, &ca).map_err(|e| bad(CaError::NotSelfSigned(Box::new(e))))?;
     if ca.ski.is_none() {

@@ -162,7 +162,7 @@ fn reissue_refuses_a_certificate_the_ca_did_not_sign() {
     assert!(
         matches!(
             &r,
-            Err(CaError::Template { problem, .. }) if matches!(problem.as_ref(), CaError::NotIssuedByTheCa { source, .. } if matches!(source.as_ref(), CaError::Signature))
+            Err(CaError::File { what: "template", problem, .. }) if matches!(problem.as_ref(), CaError::NotIssuedByTheCa { source, .. } if matches!(source.as_ref(), CaError::Signature))
         ),
         "{r:?}"
     );
@@ -171,7 +171,7 @@ fn reissue_refuses_a_certificate_the_ca_did_not_sign() {
     assert!(
         matches!(
             &r,
-            Err(CaError::Template { problem, .. }) if matches!(problem.as_ref(), CaError::NotIssuedByTheCa { source, .. } if matches!(source.as_ref(), CaError::NotCertificate(_)))
+            Err(CaError::File { what: "template", problem, .. }) if matches!(problem.as_ref(), CaError::NotIssuedByTheCa { source, .. } if matches!(source.as_ref(), CaError::NotCertificate(_)))
         ),
         "{r:?}"
     );
@@ -304,7 +304,7 @@ fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
     assert!(
         matches!(
             &wrong,
-            Err(CaError::CaKey { problem, .. }) if matches!(problem.as_ref(), CaError::Unusable { .. })
+            Err(CaError::File { what: "CA key", problem, .. }) if matches!(problem.as_ref(), CaError::Unusable { .. })
         ),
         "{wrong:?}"
     );
@@ -332,7 +332,7 @@ fn only_a_self_signed_ca_with_its_own_key_is_renewed() {
     assert!(
         matches!(
             &r,
-            Err(CaError::CaCert { problem, .. }) if matches!(problem.as_ref(), CaError::NotSelfSigned(i) if matches!(i.as_ref(), CaError::Issuer(_)))
+            Err(CaError::File { what: "CA certificate", problem, .. }) if matches!(problem.as_ref(), CaError::NotSelfSigned(i) if matches!(i.as_ref(), CaError::Issuer(_)))
         ),
         "{r:?}"
     );

@@ -299,10 +299,11 @@ fn a_template_with_what_certsync_cannot_issue_is_refused() {
     assert!(
         matches!(
             &e,
-            CaError::Template { problem, .. } if matches!(problem.as_ref(), CaError::OtherSan { .. })
+            CaError::File { what: "template", problem, .. } if matches!(problem.as_ref(), CaError::OtherSan { .. })
         ),
         "{e}"
     );
+    assert_eq!(e.reason(), "template");
 }
 
 /// The value `metrics` shows for `certsync_ca_template_ttl_seconds` of

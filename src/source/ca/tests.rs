@@ -222,16 +222,17 @@ fn a_key_that_is_not_the_cas_is_refused() {
     assert!(
         matches!(
             &e,
-            CaError::CaKey { problem, .. } if matches!(problem.as_ref(), CaError::NotTheCasKey { .. })
+            CaError::File { what: "CA key", problem, .. } if matches!(problem.as_ref(), CaError::NotTheCasKey { .. })
         ),
         "{e}"
     );
+    assert_eq!(e.reason(), "ca_key");
     std::fs::write(&key, &other.key).unwrap();
     let e = issue(&spec(&ca.prefix, SERVER), None, SKEW).err().unwrap();
     assert!(
         matches!(
             &e,
-            CaError::CaKey { problem, .. } if matches!(problem.as_ref(), CaError::KeyEncoding { .. } | CaError::Unusable { .. })
+            CaError::File { what: "CA key", problem, .. } if matches!(problem.as_ref(), CaError::KeyEncoding { .. } | CaError::Unusable { .. })
         ),
         "{e}"
     );
@@ -265,9 +266,10 @@ fn a_certificate_that_is_not_a_usable_ca_is_refused() {
         let ca = ca_with(d.path(), &rsa8, &rsa8, &rcgen::PKCS_RSA_SHA256, edit);
         let e = issue(&spec(&ca.prefix, SERVER), None, SKEW).err().unwrap();
         assert!(
-            matches!(&e, CaError::CaCert { problem, .. } if want(problem)),
+            matches!(&e, CaError::File { what: "CA certificate", problem, .. } if want(problem)),
             "{e}"
         );
+        assert_eq!(e.reason(), "ca");
     }
 }
 

@@ -49,7 +49,11 @@ fn template_refusal(ca: &Ca, template: &Path) -> String {
             w.want.usages,
             w.want.key_alg
         ),
-        Err(e @ CaError::Template { .. }) => e.to_string(),
+        Err(
+            e @ CaError::File {
+                what: "template", ..
+            },
+        ) => e.to_string(),
         Err(e) => panic!("{}: not a template error: {e}", template.display()),
     }
 }
@@ -315,7 +319,7 @@ fn a_ca_key_in_a_directory_others_may_write_is_refused() {
         assert!(
             matches!(
                 &e,
-                CaError::CaKey { problem, .. } if matches!(problem.as_ref(), CaError::DirectoryWritable { dir, mode: m }
+                CaError::File { what: "CA key", problem, .. } if matches!(problem.as_ref(), CaError::DirectoryWritable { dir, mode: m }
                     if *dir == pki && *m == mode & 0o7777)
             ),
             "{mode:o}: {e}"

@@ -10,20 +10,11 @@ use crate::x509::KeyAlg;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
-    #[error("CA certificate {path}: {problem}")]
-    CaCert {
-        path: PathBuf,
-        #[source]
-        problem: Box<CaError>,
-    },
-    #[error("CA key {path}: {problem}")]
-    CaKey {
-        path: PathBuf,
-        #[source]
-        problem: Box<CaError>,
-    },
-    #[error("template {path}: {problem}")]
-    Template {
+    /// What is wrong with the "CA certificate", the "CA key" or the
+    /// "template" (`what`) at `path`.
+    #[error("{what} {path}: {problem}")]
+    File {
+        what: &'static str,
         path: PathBuf,
         #[source]
         problem: Box<CaError>,
@@ -186,6 +177,16 @@ pub enum CaError {
 }
 
 impl CaError {
+    /// `problem` of the file `what` ([`CaError::File`]) at `path`.
+    pub(crate) fn file(what: &'static str, path: &std::path::Path, problem: CaError) -> Self {
+        let (path, problem) = (path.to_owned(), Box::new(problem));
+        Self::File {
+            what,
+            path,
+            problem,
+        }
+    }
+
     pub(crate) fn signing(e: CaError) -> Self {
         Self::Sign(Box::new(e))
     }
@@ -201,9 +202,10 @@ impl CaError {
     /// A short, fixed label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::CaCert { .. } => "ca",
-            Self::CaKey { .. } => "ca_key",
-            Self::Template { .. } => "template",
+            Self::File { what: "CA key", .. } => "ca_key",
+            Self::File {
+                what: "template", ..
+            } => "template",
             Self::Key(_) | Self::Task(_) => "request",
             Self::Sign(_) => "sign",
             Self::Mismatch(_)
@@ -217,7 +219,7 @@ impl CaError {
             | Self::Signature
             | Self::RenewedOtherKey
             | Self::Certificate(_) => "mismatch",
-            // What the variants above carry.
+            // The CA certificate, and what the variants above carry.
             _ => "ca",
         }
     }

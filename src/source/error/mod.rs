@@ -40,9 +40,7 @@ pub enum SourceError {
         #[source]
         source: kube::Error,
     },
-    /// `--once`: no mapping needed the process's API client.
-    #[error("no API client needed")]
-    NoClientNeeded,
+    /// `--once`: no API client (no mapping needed the process's).
     #[error("no API client")]
     NoClient,
     #[error("no live pair")]

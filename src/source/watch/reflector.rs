@@ -147,15 +147,7 @@ where
         match Box::pin(self.throttled(|c| c.open(&version, fresh))).await {
             Ok(open) => self.state = State::Watching(open),
             Err(e) if e.code() == Some(410) => self.gone(fresh),
-            Err(e) => {
-                // Not fresh any more: a 410 now is an expired version (a
-                // server back from an outage), not a storm.
-                self.state = State::Watch {
-                    version,
-                    fresh: false,
-                };
-                return Some(Err(self.failed(e)));
-            }
+            Err(e) => return Some(Err(self.resume_after(version, e))),
         }
         None
     }
@@ -182,9 +174,9 @@ where
                     format!("{} ({})", s.message, s.code)
                 };
                 let e = self.conn.error("watch", Some(s.code), message);
-                return Some(Err(self.resume_after(*open, e)));
+                return Some(Err(self.resume_after(open.version, e)));
             }
-            Line::Failed(e) => return Some(Err(self.resume_after(*open, e))),
+            Line::Failed(e) => return Some(Err(self.resume_after(open.version, e))),
             Line::End => self.ended(*open),
         }
         None
@@ -305,11 +297,13 @@ where
         self.state = State::List;
     }
 
-    /// A failed watch: resumed from where it was, after the backoff; a 410
-    /// then (history compacted) relists at once, not after more backoff.
-    fn resume_after(&mut self, open: Open, e: WatchError) -> WatchError {
+    /// A failed watch (or one that could not be opened): resumed from
+    /// `version`, after the backoff; a 410 then (history compacted) relists
+    /// at once, not after more backoff. Not fresh any more: a 410 now is an
+    /// expired version (a server back from an outage), not a storm.
+    fn resume_after(&mut self, version: String, e: WatchError) -> WatchError {
         self.state = State::Watch {
-            version: open.version,
+            version,
             fresh: false,
         };
         self.failed(e)

@@ -8,12 +8,18 @@ use crate::source::error::ca::CaError;
 use crate::x509::{Certificate, Facts, Name};
 
 const NAME_CONSTRAINTS: &str = "2.5.29.30";
-/// What a template gives beyond the identity written into the spec.
-pub(super) struct Template {
-    /// DER, copied into the issued one as it is.
-    pub(super) subject: Vec<u8>,
-    pub(super) sans: Vec<San>,
-    pub(super) not_after: i64,
+
+/// What the next certificate must be.
+pub(crate) struct Wanted {
+    pub ca: CaCert,
+    /// The mapping's, the template's identity filled in.
+    pub want: CsrSpec,
+    /// The template's subject (DER) as it is, copied into the issued one;
+    /// `None`: built from `want`.
+    pub subject: Option<Vec<u8>>,
+    /// In their order.
+    pub sans: Vec<San>,
+    pub template_not_after: Option<i64>,
 }
 
 /// Reads a template as data someone else may have written: one strict DER
@@ -22,18 +28,14 @@ pub(super) struct Template {
 /// no CA, name constraints or unknown critical extension. Anything else is
 /// refused, never silently left out; non-critical extensions are ignored.
 /// Its CN, O, SANs and usages (key usages in bit order, then EKUs in its
-/// order), and with `take_alg` its key algorithm, are written into `want`.
-pub(super) fn read_template(
-    path: &Path,
-    ca: &CaCert,
-    want: &mut CsrSpec,
-    take_alg: bool,
-) -> Result<Template, CaError> {
+/// order), and with `take_alg` its key algorithm, are written into
+/// `w.want`; its subject, SANs and end into `w`.
+pub(super) fn read_template(path: &Path, w: &mut Wanted, take_alg: bool) -> Result<(), CaError> {
     let bytes = crate::beneath::read_file(path, LIMIT).map_err(CaError::Read)?;
     let der = one_certificate(&bytes)?;
     let cert = Certificate::read(&der).map_err(CaError::certificate)?;
     let facts = cert.facts().map_err(CaError::certificate)?;
-    issued_by(&cert, ca).map_err(|_| CaError::NotSignedByCa)?;
+    issued_by(&cert, &w.ca).map_err(|_| CaError::NotSignedByCa)?;
     let (cn, o) = subject(&facts)?;
     let sans = sans(&facts)?;
     leaf_only(&facts)?;
@@ -48,6 +50,7 @@ pub(super) fn read_template(
         .ok_or(CaError::UnknownKeyAlg)?
         .issuable()
         .map_err(CaError::NotIssuable)?;
+    let want = &mut w.want;
     (want.common_name, want.organizations) = (cn, o);
     want.usages = usages.map(str::to_owned).collect();
     (want.dns, want.ips) = (Vec::new(), Vec::new());
@@ -60,11 +63,9 @@ pub(super) fn read_template(
     if take_alg {
         want.key_alg = alg;
     }
-    Ok(Template {
-        subject: cert.subject().to_vec(),
-        sans,
-        not_after: cert.validity().1,
-    })
+    w.subject = Some(cert.subject().to_vec());
+    (w.sans, w.template_not_after) = (sans, Some(cert.validity().1));
+    Ok(())
 }
 
 fn subject(facts: &Facts) -> Result<(Option<String>, Vec<String>), CaError> {
