@@ -338,9 +338,9 @@ pub(crate) fn api_name(
     s: &str,
     max: usize,
 ) -> Result<(), ConfigError> {
-    check_dns(what, s, max).map_err(|e| ConfigError::NotAName {
-        at,
-        source: Box::new(e),
+    check_dns(what, s, max).map_err(|e| ConfigError::At {
+        at: at.to_owned(),
+        problem: Box::new(e),
     })
 }
 
