@@ -13,9 +13,12 @@ use crate::source::csr::USAGES as CSR_USAGES;
 /// of the reasons below as `problem`.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("--sync {spec:?}: {problem}")]
-    Flag {
-        spec: String,
+    /// `problem`, said of where it was given: a `--sync` flag, or the
+    /// flag or variable that gave a name that goes into an API path but is
+    /// not a Kubernetes name.
+    #[error("{at}: {problem}")]
+    At {
+        at: String,
         #[source]
         problem: Box<ConfigError>,
     },
@@ -71,13 +74,6 @@ pub enum ConfigError {
     )]
     NoNodeCidr,
 
-    /// A name that goes into an API path (`at`: the flag or variable that
-    /// gave it) but is not a Kubernetes name.
-    #[error("{at}: {source}")]
-    NotAName {
-        at: &'static str,
-        source: Box<ConfigError>,
-    },
     #[error(
         "--events: mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod certsync \
          runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; set them from the \
@@ -89,7 +85,7 @@ pub enum ConfigError {
 
     // A `--sync` flag that is not `KIND:SOURCE=TARGET[,OPTION=VALUE]...` as
     // the grammar reads it (the flag is named beside it,
-    // [`ConfigError::Flag`]).
+    // [`ConfigError::At`]).
     #[error("expected KIND:SOURCE=TARGET")]
     NoTarget,
     #[error("the target directory is empty")]

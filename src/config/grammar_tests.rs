@@ -95,7 +95,10 @@ fn the_sync_form_reads_into_the_config_files_struct() {
 fn an_option_of_one_value_given_twice_is_refused() {
     for spec in ["dir:/a=/b,cert=x,cert=y", "dir:/a=/b,ca-only,ca-only=false"] {
         let e = MappingSpec::parse_flag(spec).unwrap_err();
-        assert!(matches!(e, ConfigError::Flag { .. }), "{spec}: {e}");
+        assert!(
+            matches!(&e, ConfigError::At { at, .. } if *at == format!("--sync {spec:?}")),
+            "{spec}: {e}"
+        );
     }
     let twice = MappingSpec::parse_flag("csr:example.com/x=/t,dns=a,dns=b").unwrap();
     assert_eq!(twice.dns, ["a", "b"]);

@@ -115,7 +115,7 @@ impl MappingSpec {
     /// The `csr:SIGNER` options as a [`CsrSpec`].
     pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, ConfigError> {
         match signer.split_once('/') {
-            Some((domain, path)) if !path.is_empty() && check_dns("name", domain, 253).is_ok() => {
+            Some((domain, path)) if !path.is_empty() && check_dns("name", domain).is_ok() => {
                 if signer == "kubernetes.io/legacy-unknown" {
                     return Err(ConfigError::LegacyUnknown);
                 }
@@ -251,8 +251,8 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, ConfigError> {
         let mut parts = rest.splitn(3, '/');
         let (namespace, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         let key = parts.next().unwrap_or(CA_FILE);
-        check_dns("namespace", namespace, 63)?;
-        check_dns("name", name, 253)?;
+        check_dns("namespace", namespace)?;
+        check_dns("name", name)?;
         check_file_name(key).map_err(ConfigError::file_name("ca key"))?;
         return Ok(CaSource::ConfigMap {
             namespace: namespace.to_owned(),

@@ -64,8 +64,8 @@ impl MappingSpec {
                     .ok_or_else(|| ConfigError::NotNamespaced {
                         given: self.source.clone(),
                     })?;
-            check_dns("namespace", namespace, 63)?;
-            check_dns("name", obj, 253)?;
+            check_dns("namespace", namespace)?;
+            check_dns("name", obj)?;
             Ok::<_, ConfigError>(ObjectRef {
                 kind,
                 namespace: namespace.to_owned(),
@@ -115,7 +115,7 @@ impl MappingSpec {
             return Err(ConfigError::LabelWithName);
         }
         let plain = location.replace(':', "-");
-        check_dns("name", &plain, 253)?;
+        check_dns("name", &plain)?;
         Ok(Selection::Name(location.to_owned()))
     }
 
@@ -332,38 +332,26 @@ impl Source {
 
 /// [`check_dns`] of a name that goes into an API path, refused naming
 /// `at`, the flag or variable that gave it.
-pub(crate) fn api_name(
-    at: &'static str,
-    what: &'static str,
-    s: &str,
-    max: usize,
-) -> Result<(), ConfigError> {
-    check_dns(what, s, max).map_err(|e| ConfigError::NotAName {
-        at,
-        source: Box::new(e),
+pub(crate) fn api_name(at: &str, what: &'static str, s: &str) -> Result<(), ConfigError> {
+    check_dns(what, s).map_err(|e| ConfigError::At {
+        at: at.to_owned(),
+        problem: Box::new(e),
     })
 }
 
-/// Checks a Kubernetes namespace (`IsDNS1123Label`) or object name
-/// (`IsDNS1123Subdomain`): no object is named otherwise, so every request
-/// about it would be answered 404; `what` other than "name" takes no dot.
-pub(crate) fn check_dns(what: &'static str, s: &str, max: usize) -> Result<(), ConfigError> {
+/// Checks a Kubernetes namespace (`IsDNS1123Label`, at most 63
+/// characters) or object name (`IsDNS1123Subdomain`, at most 253): no
+/// object is named otherwise, so every request about it would be answered
+/// 404; `what` other than "name" takes no dot.
+pub(crate) fn check_dns(what: &'static str, s: &str) -> Result<(), ConfigError> {
     use crate::approve::cluster::hostport::{dns1123_label, dns1123_subdomain};
-    let ok = s.len() <= max
-        && if what == "name" {
-            dns1123_subdomain(s)
-        } else {
-            dns1123_label(s)
-        };
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::Name {
-            what,
-            value: s.to_owned(),
-            max,
-        })
-    }
+    let (ok, max) = match what {
+        "name" => (dns1123_subdomain(s), 253),
+        _ => (dns1123_label(s), 63),
+    };
+    let value = s.to_owned();
+    ok.then_some(())
+        .ok_or(ConfigError::Name { what, value, max })
 }
 
 /// A validated mapping: one source, one target directory.

@@ -29,7 +29,6 @@ pub(crate) use file::read_config_text;
 use guard::{paths_guarded, pidfile_dir_guarded};
 pub use mapping::{EventsOn, Mapping, MappingSpec, Source};
 pub(crate) use options::as_written;
-pub use overlap::resolve_path;
 use overlap::{check_overlaps, copies_guarded};
 use settings::typed_value;
 pub use settings::{Flag, Parsed, Settings, command, parse};
@@ -86,9 +85,9 @@ impl ApproveArgs {
         let lease = match self.lease_name.is_empty() {
             true => None,
             false => {
-                mapping::api_name("--lease-name", "name", &self.lease_name, 253)?;
+                mapping::api_name("--lease-name", "name", &self.lease_name)?;
                 if let Some((at, ns)) = &namespace {
-                    mapping::api_name(at, "namespace", ns, 63)?;
+                    mapping::api_name(at, "namespace", ns)?;
                 }
                 Some(crate::approve::LeaseSettings {
                     name: self.lease_name.clone(),

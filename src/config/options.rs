@@ -10,8 +10,8 @@ impl MappingSpec {
     /// grammar gives it into the config file's keys, then the file's mapping
     /// by the same deserializer as the file, so both forms are one grammar.
     pub fn parse_flag(spec: &str) -> Result<Self, ConfigError> {
-        let err = |problem| ConfigError::Flag {
-            spec: spec.to_owned(),
+        let err = |problem| ConfigError::At {
+            at: format!("--sync {spec:?}"),
             problem: Box::new(problem),
         };
         let (source, rest) = spec

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// `path` as the kernel will resolve it: absolute, with the longest
 /// existing prefix canonicalized (symlinks and `..` resolved) and the rest,
 /// which does not exist yet and so holds no symlink, normalized as text.
-pub fn resolve_path(path: &Path) -> PathBuf {
+pub(super) fn resolve_path(path: &Path) -> PathBuf {
     use std::path::Component;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let parts: Vec<Component> = abs.components().collect();
@@ -99,7 +99,7 @@ fn check_ca_files(mappings: &[Mapping]) -> Result<(), ConfigError> {
 /// The error for directory `inner` lying in (or being) `outer`, if that
 /// is a conflict: a target in or around another target, or around or in
 /// any source directory. Sources may nest: both are only read.
-pub(crate) fn overlap(
+fn overlap(
     mappings: &[Mapping],
     outer: &(PathBuf, bool, usize),
     inner: &(PathBuf, bool, usize),

@@ -35,8 +35,8 @@ pub(super) fn events_pod(
     let (name, namespace) = (read("POD_NAME"), read("POD_NAMESPACE"));
     match (name, namespace) {
         (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
-            super::mapping::api_name("--events: POD_NAME", "name", &name, 253)?;
-            super::mapping::api_name("--events: POD_NAMESPACE", "namespace", &namespace, 63)?;
+            super::mapping::api_name("--events: POD_NAME", "name", &name)?;
+            super::mapping::api_name("--events: POD_NAMESPACE", "namespace", &namespace)?;
             Ok(Some(PodRef { namespace, name }))
         }
         // Only dir: mappings: no Events for them (said at start).

@@ -575,8 +575,8 @@ fn events_pod_for_mappings_without_an_object() {
     for m in [&ca, &dir] {
         let e = events_pod(true, false, m, bad).unwrap_err();
         assert!(
-            matches!(&e, ConfigError::NotAName { at: "--events: POD_NAMESPACE", source }
-                if matches!(&**source, ConfigError::Name { value, .. } if value == "kube/system")),
+            matches!(&e, ConfigError::At { at, problem } if at == "--events: POD_NAMESPACE"
+                && matches!(&**problem, ConfigError::Name { value, .. } if value == "kube/system")),
             "{e}"
         );
     }
@@ -777,8 +777,8 @@ fn attack_a_lease_name_or_namespace_that_is_not_a_kubernetes_name_is_refused() {
     };
     let pod_ns = |ns: &'static str| move |v: &str| (v == "POD_NAMESPACE").then(|| ns.to_owned());
     let refused = |e: ConfigError, flag: &str, bad: &str| {
-        matches!(&e, ConfigError::NotAName { at, source } if *at == flag
-            && matches!(&**source, ConfigError::Name { value, .. } if value == bad))
+        matches!(&e, ConfigError::At { at, problem } if *at == flag
+            && matches!(&**problem, ConfigError::Name { value, .. } if value == bad))
     };
     let a = approve(&["--lease-namespace", "kube-system/leases/x"]);
     let e = a.config(|_| None).unwrap_err();

@@ -16,7 +16,7 @@ impl MappingSpec {
             return Ok(vec![self]);
         };
         let err = |problem| ConfigError::of_mapping(&format!("tree:{namespace}"), problem);
-        check_dns("namespace", &namespace, 63).map_err(err)?;
+        check_dns("namespace", &namespace).map_err(err)?;
         let take = std::mem::take;
         let lists = [
             ("secret", take(&mut self.secret), false),
