@@ -129,20 +129,15 @@ impl Bundle {
             h.update(&(bytes.len() as u64).to_be_bytes());
             h.update(bytes);
         }
-        ContentHash(sha256_of(h.finish()))
+        // A SHA-256 digest is 32 bytes: the lengths always match.
+        ContentHash(h.finish().as_ref().try_into().unwrap_or_default())
     }
 }
 
 /// SHA-256 of `bytes`, by ring (the implementation TLS already links).
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    sha256_of(ring::digest::digest(&ring::digest::SHA256, bytes))
-}
-
-fn sha256_of(digest: ring::digest::Digest) -> [u8; 32] {
-    let mut out = [0; 32];
-    // A SHA-256 digest is 32 bytes: the lengths always match.
-    out.copy_from_slice(digest.as_ref());
-    out
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().try_into().unwrap_or_default()
 }
 
 impl fmt::Debug for Bundle {

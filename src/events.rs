@@ -65,33 +65,8 @@ impl EventSink {
         Self { clients, about }
     }
 
-    /// A certificate request failed (denied, failed, timed out, refused).
-    pub fn request_failed(&self, note: String) {
-        self.send(
-            EventType::Warning,
-            "CertificateRequestFailed",
-            "Request",
-            note,
-        );
-    }
-
-    /// After a new revision was flipped in.
-    pub fn updated(&self, note: String) {
-        self.send(EventType::Normal, "CertificateUpdated", "Sync", note);
-    }
-
-    /// A reload signal was not sent: the pidfile did not prove its process
-    /// is the consumer.
-    pub fn reload_refused(&self, note: String) {
-        self.send(EventType::Warning, "ReloadRefused", "Reload", note);
-    }
-
-    /// After the source's content was refused.
-    pub fn rejected(&self, note: String) {
-        self.send(EventType::Warning, "CertificateRejected", "Validate", note);
-    }
-
-    fn send(&self, type_: EventType, reason: &str, action: &str, note: String) {
+    /// Records `said` with `note` about the mapping's object.
+    pub fn send(&self, (type_, reason, action): Said, note: String) {
         let Some(client) = self.clients.borrow().clone() else {
             return;
         };
@@ -122,6 +97,18 @@ impl EventSink {
         tokio::spawn(record(client, reference, object, event));
     }
 }
+
+/// What an event of a mapping's says: its type, reason and action.
+pub type Said = (EventType, &'static str, &'static str);
+/// A certificate request failed (denied, failed, timed out, refused).
+pub const REQUEST_FAILED: Said = (EventType::Warning, "CertificateRequestFailed", "Request");
+/// After a new revision was flipped in.
+pub const UPDATED: Said = (EventType::Normal, "CertificateUpdated", "Sync");
+/// A reload signal was not sent: the pidfile did not prove its process
+/// is the consumer.
+pub const RELOAD_REFUSED: Said = (EventType::Warning, "ReloadRefused", "Reload");
+/// After the source's content was refused.
+pub const REJECTED: Said = (EventType::Warning, "CertificateRejected", "Validate");
 
 /// A namespaced core/v1 object as an event's subject.
 fn core_v1(kind: &str, namespace: &str, name: &str, uid: Option<String>) -> ObjectReference {

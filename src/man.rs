@@ -27,12 +27,11 @@ struct Page {
 }
 
 impl Page {
-    /// `certsync-csr-review`, the page's title and file stem.
+    /// `certsync-csr-review`, the page's title and file stem: the display
+    /// name [`pages`] had clap give it (the top page has none: its name).
     fn name(&self) -> String {
-        std::iter::once("certsync")
-            .chain(self.path.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join("-")
+        let cmd = &self.cmd;
+        cmd.get_display_name().unwrap_or(cmd.get_name()).to_owned()
     }
 }
 

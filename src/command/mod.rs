@@ -69,20 +69,11 @@ pub fn man(a: &ManArgs) -> Finished {
 /// table on stdout, then each approval or denial on stderr. Looking
 /// needs no policy flags (what they would check is marked); approving or
 /// denying does.
-pub fn review(a: &ReviewArgs) -> Finished {
+#[tokio::main(flavor = "current_thread")]
+pub async fn review(a: &ReviewArgs) -> Finished {
     if a.approve || a.deny {
         a.policy.check()?;
     }
-    let (text, done) = look(a)?;
-    print(&text)?;
-    for line in done {
-        eprintln!("{line}");
-    }
-    Ok(0)
-}
-
-#[tokio::main(flavor = "current_thread")]
-async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
     let settings = crate::source::client::ClientSettings {
         kubeconfig: a.kube.kubeconfig.clone(),
         context: a.kube.context.clone(),
@@ -97,8 +88,16 @@ async fn look(a: &ReviewArgs) -> Result<(String, Vec<String>), CommandError> {
         a.deny,
     )
     .await?;
-    let text = render(&rows, a.output, crate::approve::REVIEW_COLUMNS, None)?;
-    Ok((text, done))
+    print(&render(
+        &rows,
+        a.output,
+        crate::approve::REVIEW_COLUMNS,
+        None,
+    )?)?;
+    for line in done {
+        eprintln!("{line}");
+    }
+    Ok(0)
 }
 
 /// `certsync kubeadm adopt`: the plan, and what was done.

@@ -217,7 +217,7 @@ async fn reload(
                         // recorded on every mapping that asked.
                         metrics.reload_refused(reason);
                         for events in batch.values().filter_map(|r| r.events.as_ref()) {
-                            events.reload_refused(e.to_string());
+                            events.send(crate::events::RELOAD_REFUSED, e.to_string());
                         }
                         break Err(e);
                     }

@@ -357,11 +357,10 @@ impl CaSource {
     /// metric's reason first), naming paths, never file contents.
     fn failed(&self, e: &CaError, then: &str) {
         if let Some(events) = &self.events {
-            events.request_failed(format!(
-                "{}: mapping {}: {e}; {then}",
-                e.reason(),
-                self.mapping
-            ));
+            events.send(
+                crate::events::REQUEST_FAILED,
+                format!("{}: mapping {}: {e}; {then}", e.reason(), self.mapping),
+            );
         }
     }
 }

@@ -91,7 +91,7 @@ impl Syncer {
                 }
                 if let Some(events) = &self.events {
                     let serial = leaf.map_or("-", |l| l.serial.as_str());
-                    events.updated(format!(
+                    events.send(crate::events::UPDATED, format!(
                         "revision {revision} written to {}: {subject}, serial {serial}, not after {not_after}",
                         self.mapping.target.display()
                     ));

@@ -293,9 +293,10 @@ impl Syncer {
             };
             tracing::error!(target: LOG, mapping = %self.mapping.name, reason, error = %err, "{kept}");
             if let (Some(events), Some(refused)) = (&self.events, refused) {
-                events.rejected(format!(
-                    "{reason}: {refused}; the last good files stay in place"
-                ));
+                events.send(
+                    crate::events::REJECTED,
+                    format!("{reason}: {refused}; the last good files stay in place"),
+                );
             }
             self.last_problem = Some(key);
         }

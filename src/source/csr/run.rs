@@ -107,7 +107,7 @@ impl CsrSource {
                     let message = e.to_string();
                     let first = state.failed(e.reason(), &message);
                     if let Some(events) = &self.events {
-                        events.request_failed(message);
+                        events.send(crate::events::REQUEST_FAILED, message);
                     }
                     let attempt = state.failures;
                     if first {
