@@ -175,12 +175,10 @@ pub enum FileProblem {
     Key(#[source] Box<crate::validate::ValidationError>),
     // A static pod manifest adopt cannot read or write, or with a value of someone else's
     // where adopt sets one (as found: a caller printing it to a terminal escapes it).
-    #[error("not YAML: {0}")]
-    NotYaml(serde_yaml_ng::Error),
+    #[error("refused as YAML: {0}")]
+    NotYaml(#[source] crate::files::YamlError),
     #[error("not a Pod whose first container has a command, its volumes and mounts lists")]
     NotAPod,
-    #[error("holds a YAML merge key (<<) or a tagged key, which kubeadm never writes")]
-    NotPlain,
     // A walk below a directory (audit, keys), said after the entry's path: an entry that
     // could not be listed, inspected or opened is `Named` "could not be {step}".
     #[error("holds more than {0} entries below it, the rest not inspected")]

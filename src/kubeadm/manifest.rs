@@ -201,7 +201,9 @@ impl Manifest {
     /// A manifest file's bytes, as UTF-8 text: the one reader of a manifest.
     pub fn read(bytes: &[u8]) -> Result<Self, FileProblem> {
         let text = std::str::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)?;
-        let pod: Value = serde_yaml_ng::from_str(text).map_err(FileProblem::NotYaml)?;
+        // The one YAML reader: a tag, an alias or a merge key is refused, each of which
+        // Kubernetes reads otherwise (`!!binary` decoded, `<<` merged) than this reader.
+        let pod: Value = crate::files::parse_yaml(text).map_err(FileProblem::NotYaml)?;
         // Volumes and mounts are lists or none (null): anything else would be written back
         // as an empty list, dropping what it named.
         let list_or_none = |v: &Value| v.is_null() || v.is_sequence();
@@ -213,9 +215,6 @@ impl Manifest {
             || !list_or_none(&pod["spec"]["containers"][0]["volumeMounts"])
         {
             return Err(FileProblem::NotAPod);
-        }
-        if !plain(&pod) {
-            return Err(FileProblem::NotPlain);
         }
         Ok(Self { pod })
     }
@@ -330,19 +329,6 @@ impl Manifest {
         insert_sorted(self.volumes(), yaml(volume), &v.name);
         insert_sorted(self.mounts(), yaml(mount), &v.name);
         true
-    }
-}
-
-/// No merge key (`<<`) and no tagged key anywhere: Kubernetes' YAML reader resolves them,
-/// this one does not, so what adopt checks and edits would not be what the kubelet runs.
-fn plain(v: &Value) -> bool {
-    match v {
-        Value::Mapping(m) => {
-            (m.iter()).all(|(k, v)| !matches!(k, Value::Tagged(_)) && *k != "<<" && plain(v))
-        }
-        Value::Sequence(s) => s.iter().all(plain),
-        Value::Tagged(t) => plain(&t.value),
-        _ => true,
     }
 }
 

@@ -2,6 +2,7 @@
 //! them and back, and refused when what the kubelet would run is not what adopt reads.
 
 use super::*;
+use crate::files::YamlError;
 
 #[test]
 fn manifests_are_changed_as_kubeadm_regenerates_them_and_back() {
@@ -60,9 +61,20 @@ fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
     );
     let merged_mounts = original.replace(mounts, "    <<: {volumeMounts: []}\n");
     let tagged = original.replace("  volumes:\n", "  !x volumes:\n");
-    for text in [merged, merged_mounts, tagged] {
+    // A tagged value: Kubernetes decodes `!!binary` (here a --tls-cert-file of its
+    // choosing) where this reader saw no flag of that name.
+    let command = "    - kube-scheduler\n";
+    assert!(original.contains(command), "the fixture's command");
+    let binary = original.replace(
+        command,
+        &format!("{command}    - !!binary LS10bHMtY2VydC1maWxlPS9ldGMvZXZpbA==\n"),
+    );
+    for text in [merged, merged_mounts, tagged, binary] {
         assert!(
-            matches!(Manifest::read(text.as_bytes()), Err(FileProblem::NotPlain)),
+            matches!(
+                Manifest::read(text.as_bytes()),
+                Err(FileProblem::NotYaml(YamlError::MergeKey | YamlError::Tag))
+            ),
             "{text}"
         );
     }
