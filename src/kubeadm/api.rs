@@ -52,10 +52,10 @@ impl Map {
         let (namespace, name) = (self.namespace, self.name);
         let api = kube::Api::namespaced(client.clone(), namespace);
         match tokio::time::timeout(timeout, call(api)).await {
-            Err(_) => Err(KubeadmError::ApiTimeout {
+            Err(_) => Err(KubeadmError::Map {
                 namespace,
                 name,
-                timeout,
+                problem: format!("no answer within {} s", timeout.as_secs()),
             }),
             Ok(r) => r.map_err(|source| KubeadmError::Api {
                 namespace,
@@ -83,7 +83,12 @@ impl Map {
         timeout: Duration,
     ) -> Result<ConfigMap, KubeadmError> {
         let (namespace, name) = (self.namespace, self.name);
-        (self.get(client, timeout).await?).ok_or(KubeadmError::NoMap { namespace, name })
+        let problem = "not found".to_owned();
+        (self.get(client, timeout).await?).ok_or(KubeadmError::Map {
+            namespace,
+            name,
+            problem,
+        })
     }
 
     /// Created without a resourceVersion, else replaced at that version.

@@ -34,16 +34,12 @@ pub enum KubeadmError {
         #[source]
         source: kube::Error,
     },
-    #[error("ConfigMap {namespace}/{name}: no answer within {} s", .timeout.as_secs())]
-    ApiTimeout {
+    /// A ConfigMap not answered for in time, not found, or without the key read from it.
+    #[error("ConfigMap {namespace}/{name}: {problem}")]
+    Map {
         namespace: &'static str,
         name: &'static str,
-        timeout: Duration,
-    },
-    #[error("ConfigMap {namespace}/{name}: not found")]
-    NoMap {
-        namespace: &'static str,
-        name: &'static str,
+        problem: String,
     },
     #[error("ConfigMap kube-system/kubeadm-config: no {CLUSTER_CONFIGURATION_KEY} key")]
     NoClusterConfiguration,
@@ -219,16 +215,13 @@ pub enum FileProblem {
     /// `csr:`): it has no renewal window.
     #[error("not a ca: or csr: mapping, so no renewal window")]
     NotIssued,
-    #[error("no live certificate ({0})")]
-    NoTarget(#[source] crate::writer::WriterError),
-    #[error("the live certificate cannot be read ({0})")]
-    LiveUnreadable(#[source] crate::writer::WriterError),
-    #[error("no live certificate")]
-    NoLive,
-    #[error("the live revision is damaged ({0})")]
-    Damaged(String),
-    #[error("the live revision holds no certificate")]
-    NoCertificate,
+    /// A mapping's live certificate missing, unreadable or damaged: `what`, and `why` when
+    /// known.
+    #[error("{what}{}", .why.as_ref().map_or(String::new(), |why| format!(" ({why})")))]
+    Live {
+        what: &'static str,
+        why: Option<String>,
+    },
 }
 
 impl FileProblem {

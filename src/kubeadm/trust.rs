@@ -148,61 +148,18 @@ pub fn plan(
     let mut bundles = Vec::new();
     let mut cluster = BTreeMap::new();
     for ((name, cert, bundle), (ca, text)) in CAS.into_iter().zip(cas) {
-        let (der, from, to) = (&ca.der, ca.not_before, ca.not_after);
+        let (der, to) = (&ca.der, ca.not_after);
         crate::x509::strict_certificate(der).map_err(|e| {
             KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
         })?;
-        let span = effective_span(from, to);
+        let span = effective_span(ca.not_before, to);
         let map_key = format!("{name}.crt");
         let theirs = match published.and_then(|p| p.get(&map_key)) {
             Some(pem) => cluster_certs(&map_key, pem, &ca, now_s, span)?,
             None => Vec::new(),
         };
-        // The cluster's CA certificate, unless due, is taken: never a second
-        // renewal. Never one ending before the one in place (unless due): a
-        // replayed older renewal would swap them, restarting the components.
-        let due = now_s > due_from(from, to);
-        let taken = theirs
-            .last()
-            .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t) && (*t >= to || due))
-            .map(|(c, _, t)| (c.clone(), *t));
-        let is_taken = taken.is_some();
-        let (current, ends, what) = match taken {
-            Some((c, t)) => (
-                c,
-                t,
-                "the cluster's CA certificate, which another node renewed",
-            ),
-            None if due => {
-                let (at, key) = (host(dir, cert), host(dir, &cert.replace(".crt", ".key")));
-                let new = crate::source::ca::renew_ca(&at, &key, now_s + span, now)
-                    .map_err(|e| KubeadmError::file(&at, e))?;
-                (new, now_s + span, "the CA renewed with its own key")
-            }
-            None => (der.clone(), to, ""),
-        };
-        if current != *der {
-            trust.files.push(FileWrite {
-                path: cert.to_owned(),
-                before: Some(text.into_bytes()),
-                mode: 0o644,
-                what: format!(
-                    "{what} (same subject, key and key identifier): ends {}, where the \
-                     certificate in place ends {}",
-                    rfc3339(ends),
-                    rfc3339(to)
-                ),
-                bytes: encode("CERTIFICATE", &current).into_bytes(),
-            });
-        }
-        trust.cas.push(CaEnd {
-            name,
-            path: cert,
-            ends: to,
-            renewed_to: (current != *der).then_some(ends),
-            due_from: due_from(from, to),
-            in_place: ca.clone(),
-        });
+        let (current, is_taken) =
+            current(dir, (name, cert, &ca), (text, &theirs), now, &mut trust)?;
         // The cluster's when taken (every node the same); else the recorded,
         // the cluster's and the one in place; then the current one. Unended.
         let mut certs: Vec<Vec<u8>> = Vec::new();
@@ -242,6 +199,66 @@ pub fn plan(
     trust.digest = super::paths::digest(bundles.concat().as_bytes())[..16].to_owned();
     trust.published = published.map(|_| cluster);
     Ok(trust)
+}
+
+/// The CA `ca` (`name`, at `cert`) as adopt leaves it, and whether it is the cluster's
+/// (`theirs`, [`cluster_certs`]): its [`CaEnd`] and, when it changes, its file (`text` as
+/// read) are added to `trust`.
+fn current(
+    dir: &Path,
+    (name, cert, ca): (&'static str, &'static str, &Cert),
+    (text, theirs): (String, &[(Vec<u8>, i64, i64)]),
+    now: SystemTime,
+    trust: &mut Trust,
+) -> Result<(Vec<u8>, bool), KubeadmError> {
+    let (now_s, der, from, to) = (unix_seconds(now), &ca.der, ca.not_before, ca.not_after);
+    // The cluster's CA certificate, unless due, is taken: never a second
+    // renewal. Never one ending before the one in place (unless due): a
+    // replayed older renewal would swap them, restarting the components.
+    let due = now_s > due_from(from, to);
+    let taken = theirs
+        .last()
+        .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t) && (*t >= to || due))
+        .map(|(c, _, t)| (c.clone(), *t));
+    let is_taken = taken.is_some();
+    let (current, ends, what) = match taken {
+        Some((c, t)) => (
+            c,
+            t,
+            "the cluster's CA certificate, which another node renewed",
+        ),
+        None if due => {
+            let span = effective_span(from, to);
+            let (at, key) = (host(dir, cert), host(dir, &cert.replace(".crt", ".key")));
+            let new = crate::source::ca::renew_ca(&at, &key, now_s + span, now)
+                .map_err(|e| KubeadmError::file(&at, e))?;
+            (new, now_s + span, "the CA renewed with its own key")
+        }
+        None => (der.clone(), to, ""),
+    };
+    if current != *der {
+        trust.files.push(FileWrite {
+            path: cert.to_owned(),
+            before: Some(text.into_bytes()),
+            mode: 0o644,
+            what: format!(
+                "{what} (same subject, key and key identifier): ends {}, where the \
+                 certificate in place ends {}",
+                rfc3339(ends),
+                rfc3339(to)
+            ),
+            bytes: encode("CERTIFICATE", &current).into_bytes(),
+        });
+    }
+    trust.cas.push(CaEnd {
+        name,
+        path: cert,
+        ends: to,
+        renewed_to: (current != *der).then_some(ends),
+        due_from: due_from(from, to),
+        in_place: ca.clone(),
+    });
+    Ok((current, is_taken))
 }
 
 /// The certificates published for a CA with their validity; refused unless
