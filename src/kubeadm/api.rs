@@ -82,8 +82,7 @@ impl Map {
         client: &kube::Client,
         timeout: Duration,
     ) -> Result<ConfigMap, KubeadmError> {
-        let (namespace, name) = (self.namespace, self.name);
-        let problem = "not found".to_owned();
+        let (namespace, name, problem) = (self.namespace, self.name, "not found".to_owned());
         (self.get(client, timeout).await?).ok_or(KubeadmError::Map {
             namespace,
             name,

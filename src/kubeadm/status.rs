@@ -227,12 +227,11 @@ fn window(
     c: &mut CertStatus,
 ) -> Result<Option<String>, FileProblem> {
     let no = |what, why: Option<String>| FileProblem::Live { what, why };
-    let writer = crate::writer::Writer::existing(host(dir, &c.target));
-    let live = (writer
-        .map_err(|e| no("no live certificate", Some(e.to_string())))?
-        .live())
-    .map_err(|e| no("the live certificate cannot be read", Some(e.to_string())))?
-    .ok_or(no("no live certificate", None))?;
+    let writer = crate::writer::Writer::existing(host(dir, &c.target))
+        .map_err(|e| no("no live certificate", Some(e.to_string())))?;
+    let live = (writer.live())
+        .map_err(|e| no("the live certificate cannot be read", Some(e.to_string())))?
+        .ok_or(no("no live certificate", None))?;
     if let Some(p) = live.problem {
         return Err(no("the live revision is damaged", Some(p)));
     }

@@ -216,17 +216,13 @@ fn current(
     // renewal. Never one ending before the one in place (unless due): a
     // replayed older renewal would swap them, restarting the components.
     let due = now_s > due_from(from, to);
-    let taken = theirs
-        .last()
-        .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t) && (*t >= to || due))
-        .map(|(c, _, t)| (c.clone(), *t));
-    let is_taken = taken.is_some();
+    let taken = (theirs.last())
+        .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t) && (*t >= to || due));
     let (current, ends, what) = match taken {
-        Some((c, t)) => (
-            c,
-            t,
-            "the cluster's CA certificate, which another node renewed",
-        ),
+        Some((c, _, t)) => {
+            let what = "the cluster's CA certificate, which another node renewed";
+            (c.clone(), *t, what)
+        }
         None if due => {
             let span = effective_span(from, to);
             let (at, key) = (host(dir, cert), host(dir, &cert.replace(".crt", ".key")));
@@ -258,7 +254,7 @@ fn current(
         due_from: due_from(from, to),
         in_place: ca.clone(),
     });
-    Ok((current, is_taken))
+    Ok((current, taken.is_some()))
 }
 
 /// The certificates published for a CA with their validity; refused unless
