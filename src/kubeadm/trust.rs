@@ -163,13 +163,18 @@ pub fn plan(
         // The cluster's when taken (every node the same); else the recorded,
         // the cluster's and the one in place; then the current one. Unended.
         let mut certs: Vec<Vec<u8>> = Vec::new();
-        let kept = match bundle.filter(|_| !is_taken) {
-            Some(b) => recorded(dir, record, b, &ca)?,
-            None => Vec::new(),
-        };
+        let kept = bundle
+            .filter(|_| !is_taken)
+            .map(|b| recorded(dir, record, b, &ca));
         let mine = (!is_taken).then(|| (der.clone(), to));
         let theirs = theirs.into_iter().map(|(c, _, t)| (c, t));
-        for (c, end) in kept.into_iter().chain(theirs).chain(mine) {
+        for (c, end) in kept
+            .transpose()?
+            .into_iter()
+            .flatten()
+            .chain(theirs)
+            .chain(mine)
+        {
             if end > now_s && !certs.contains(&c) {
                 certs.push(c);
             }
@@ -517,7 +522,7 @@ pub(super) fn trusting(
 
 /// [`stale_trust`] of [`kubelet_conf`] and the CA `der`; an unreadable one
 /// is a problem.
-fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
+pub(super) fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
     let fails = "the kubelet cannot verify the API server";
     match kubelet_conf(dir) {
         Ok(Some((_, held))) => stale_trust(KUBELET, &held, der, now, fails, fix),
@@ -527,15 +532,6 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
             format!("{e}: what the kubelet trusts cannot be judged"),
         )),
     }
-}
-
-/// After revert: kubelet.conf lacking the CA in place, `ca` as revert's plan read it (revert
-/// never writes it; none: unreadable), as nothing watches it once the node is kubeadm's.
-pub(super) fn kubelet_conf_after_revert(dir: &Path, ca: Option<&Cert>, now: i64) -> Option<String> {
-    let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
-               certificate-authority-data and restart the kubelet, on this node and every node \
-               whose kubelet.conf was made before the renewal";
-    kubelet_trust(dir, &ca?.der, now, fix).map(|(_, why)| why)
 }
 
 /// When `trusted` (what `who` trusts) lacks the CA `der`: a problem (`true`,
