@@ -163,18 +163,13 @@ pub fn plan(
         // The cluster's when taken (every node the same); else the recorded,
         // the cluster's and the one in place; then the current one. Unended.
         let mut certs: Vec<Vec<u8>> = Vec::new();
-        let kept = bundle
-            .filter(|_| !is_taken)
-            .map(|b| recorded(dir, record, b, &ca));
+        let kept = match bundle.filter(|_| !is_taken) {
+            Some(b) => recorded(dir, record, b, &ca)?,
+            None => Vec::new(),
+        };
         let mine = (!is_taken).then(|| (der.clone(), to));
         let theirs = theirs.into_iter().map(|(c, _, t)| (c, t));
-        for (c, end) in kept
-            .transpose()?
-            .into_iter()
-            .flatten()
-            .chain(theirs)
-            .chain(mine)
-        {
+        for (c, end) in kept.into_iter().chain(theirs).chain(mine) {
             if end > now_s && !certs.contains(&c) {
                 certs.push(c);
             }
@@ -465,17 +460,14 @@ fn bundle_part(
     let stranger = |h: &&Vec<u8>| *h != der && !kept.iter().any(|(k, _)| k == *h);
     let run = "run `certsync kubeadm adopt`, which writes it from the CA certificates";
     let loads = "which etcd, the API server or the controller-manager load at start";
-    let problem = match held.map(|h| h.iter().filter(stranger).count()) {
+    c.problem = match held.map(|h| h.iter().filter(stranger).count()) {
         Err(e) => Some(e),
-        Ok(0) if has => None,
+        Ok(0) if has => c.problem.take(),
         Ok(0) => Some(format!("{b}, {loads}, does not hold it: {run}")),
         Ok(n) => Some(format!(
             "{b}, {loads}, holds {n} certificate(s) adopt did not write: {run}"
         )),
     };
-    if problem.is_some() {
-        c.problem = problem;
-    }
 }
 
 /// A kubeconfig's text and the CA certificates (DER) it embeds.
