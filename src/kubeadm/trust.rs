@@ -207,7 +207,7 @@ pub fn plan(
 fn current(
     dir: &Path,
     (name, cert, ca): (&'static str, &'static str, &Cert),
-    (text, theirs): (String, &[(Vec<u8>, i64, i64)]),
+    (text, theirs): (String, &[Dated]),
     now: SystemTime,
     trust: &mut Trust,
 ) -> Result<(Vec<u8>, bool), KubeadmError> {
@@ -257,6 +257,9 @@ fn current(
     Ok((current, taken.is_some()))
 }
 
+/// A certificate (DER) with its notBefore and notAfter (Unix seconds).
+type Dated = (Vec<u8>, i64, i64);
+
 /// The certificates published for a CA with their validity; refused unless
 /// each is the CA's own as `renew_ca` makes it: `ca`'s subject and key, signed
 /// by that key, read as Go reads it, every field but serial and validity the
@@ -269,7 +272,7 @@ fn cluster_certs(
     ca: &Cert,
     now: i64,
     span: i64,
-) -> Result<Vec<(Vec<u8>, i64, i64)>, KubeadmError> {
+) -> Result<Vec<Dated>, KubeadmError> {
     let at = PathBuf::from(format!(
         "ConfigMap kube-system/certsync-kubeadm-cas, key {map_key}"
     ));
