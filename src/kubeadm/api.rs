@@ -52,10 +52,10 @@ impl Map {
         let (namespace, name) = (self.namespace, self.name);
         let api = kube::Api::namespaced(client.clone(), namespace);
         match tokio::time::timeout(timeout, call(api)).await {
-            Err(_) => Err(KubeadmError::Map {
+            Err(_) => Err(KubeadmError::ApiTimeout {
                 namespace,
                 name,
-                problem: format!("no answer within {} s", timeout.as_secs()),
+                timeout,
             }),
             Ok(r) => r.map_err(|source| KubeadmError::Api {
                 namespace,
@@ -82,12 +82,8 @@ impl Map {
         client: &kube::Client,
         timeout: Duration,
     ) -> Result<ConfigMap, KubeadmError> {
-        let (namespace, name, problem) = (self.namespace, self.name, "not found".to_owned());
-        (self.get(client, timeout).await?).ok_or(KubeadmError::Map {
-            namespace,
-            name,
-            problem,
-        })
+        let (namespace, name) = (self.namespace, self.name);
+        (self.get(client, timeout).await?).ok_or(KubeadmError::NoMap { namespace, name })
     }
 
     /// Created without a resourceVersion, else replaced at that version.

@@ -34,12 +34,16 @@ pub enum KubeadmError {
         #[source]
         source: kube::Error,
     },
-    /// A ConfigMap not answered for in time, not found, or without the key read from it.
-    #[error("ConfigMap {namespace}/{name}: {problem}")]
-    Map {
+    #[error("ConfigMap {namespace}/{name}: no answer within {} s", .timeout.as_secs())]
+    ApiTimeout {
         namespace: &'static str,
         name: &'static str,
-        problem: String,
+        timeout: Duration,
+    },
+    #[error("ConfigMap {namespace}/{name}: not found")]
+    NoMap {
+        namespace: &'static str,
+        name: &'static str,
     },
     #[error("ConfigMap kube-system/kubeadm-config: no {CLUSTER_CONFIGURATION_KEY} key")]
     NoClusterConfiguration,
@@ -215,13 +219,16 @@ pub enum FileProblem {
     /// `csr:`): it has no renewal window.
     #[error("not a ca: or csr: mapping, so no renewal window")]
     NotIssued,
-    /// A mapping's live certificate missing, unreadable or damaged: `what`, and `why` when
-    /// known.
-    #[error("{what}{}", .why.as_ref().map_or(String::new(), |why| format!(" ({why})")))]
-    Live {
-        what: &'static str,
-        why: Option<String>,
-    },
+    #[error("no live certificate ({0})")]
+    NoTarget(#[source] crate::writer::WriterError),
+    #[error("the live certificate cannot be read ({0})")]
+    LiveUnreadable(#[source] crate::writer::WriterError),
+    #[error("no live certificate")]
+    NoLive,
+    #[error("the live revision is damaged ({0})")]
+    Damaged(String),
+    #[error("the live revision holds no certificate")]
+    NoCertificate,
 }
 
 impl FileProblem {

@@ -226,17 +226,14 @@ fn window(
     renew: Renew,
     c: &mut CertStatus,
 ) -> Result<Option<String>, FileProblem> {
-    let no = |what, why: Option<String>| FileProblem::Live { what, why };
-    let writer = crate::writer::Writer::existing(host(dir, &c.target))
-        .map_err(|e| no("no live certificate", Some(e.to_string())))?;
-    let live = (writer.live())
-        .map_err(|e| no("the live certificate cannot be read", Some(e.to_string())))?
-        .ok_or(no("no live certificate", None))?;
+    let writer = crate::writer::Writer::existing(host(dir, &c.target));
+    let live = (writer.map_err(FileProblem::NoTarget)?.live())
+        .map_err(FileProblem::LiveUnreadable)?
+        .ok_or(FileProblem::NoLive)?;
     if let Some(p) = live.problem {
-        return Err(no("the live revision is damaged", Some(p)));
+        return Err(FileProblem::Damaged(p));
     }
-    let leaf = crate::validate::leaf_of_bundle(&live.bundle);
-    let leaf = leaf.ok_or(no("the live revision holds no certificate", None))?;
+    let leaf = crate::validate::leaf_of_bundle(&live.bundle).ok_or(FileProblem::NoCertificate)?;
     let (start, end) = (leaf.not_before, leaf.not_after);
     c.not_before = Some(rfc3339(start));
     c.not_after = Some(rfc3339(end));
