@@ -40,10 +40,7 @@ pub fn kept(
         })
         .or(recorded);
     let current = current_settings(&opts.dir);
-    let admin = opts
-        .admin_addr
-        .or(current_admin)
-        .unwrap_or(DEFAULT_ADMIN_ADDR);
+    let admin = (opts.admin_addr.or(current_admin)).unwrap_or(DEFAULT_ADMIN_ADDR);
     let mut choices = vec![Choice {
         what: "--admin-addr".into(),
         before: current_admin.map(|a| a.to_string()),

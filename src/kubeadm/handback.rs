@@ -28,6 +28,7 @@ pub const REVERT_MARGIN_SECS: i64 = crate::source::ca::TEMPLATE_MARGIN.as_secs()
 type Ends = (i64, i64);
 
 /// A file revert writes: kubeadm's, from its `backup`.
+#[derive(Default)]
 pub(super) struct Handback {
     pub node_path: String,
     pub bytes: Vec<u8>,

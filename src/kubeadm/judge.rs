@@ -43,10 +43,8 @@ pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
         let config = what.clone();
         refused(Refusal::Config { config, source })
     })?;
-    match config.mappings.iter().find_map(|m| renewed_late(m, &what)) {
-        Some(r) => Err(refused(r)),
-        None => Ok(()),
-    }
+    let late = config.mappings.iter().find_map(|m| renewed_late(m, &what));
+    late.map_or(Ok(()), |r| Err(refused(r)))
 }
 
 /// A mapping [`BY_FILE`] names must be renewed with [`CLIENT_GO_REREAD`] and

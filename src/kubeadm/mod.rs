@@ -36,16 +36,11 @@ mod wait;
 mod warning;
 
 pub use apply::adopt;
-pub use error::{FileProblem, KubeadmError, Refusal, RevertError};
-pub use handback::REVERT_MARGIN_SECS;
+pub use error::{KubeadmError, Refusal};
 pub use options::{Options, RevertOptions};
 pub use out::Out;
-pub use paths::KUBEADM_DIR;
-pub use plan::{Plan, plan};
 pub use revert_apply::revert;
-pub use seen::NotReady;
-pub use status::{Cause, Status, status};
-pub use warning::{Warning, WarningKind};
+pub use status::{Status, status};
 
 #[cfg(test)]
 mod tests;

@@ -99,8 +99,7 @@ fn manifests(dir: &Path, state: &State) -> Result<Vec<Handback>, KubeadmError> {
             node_path: path,
             bytes,
             backup,
-            reissued: None,
-            ca_added: false,
+            ..Handback::default()
         });
     }
     Ok(all)

@@ -33,10 +33,15 @@ pub async fn revert(opts: &RevertOptions) -> Result<String, KubeadmError> {
     let admin = super::admin::Access::read(&opts.dir, None).await;
     let timeout = opts.api_server_timeout;
     let back = super::wait::api_server_back(&opts.dir, &admin, api_server, timeout, did).await?;
+    // kubelet.conf lacking the CA in place, as the plan read it (revert never writes it;
+    // none: unreadable), as nothing watches it once the node is kubeadm's.
     let now = crate::validate::unix_seconds(std::time::SystemTime::now());
-    let kubelet = super::trust::kubelet_conf_after_revert(&opts.dir, plan.ca.as_ref(), now)
-        .map(|w| format!("warning: {w}\n"))
-        .unwrap_or_default();
+    let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
+               certificate-authority-data and restart the kubelet, on this node and every node \
+               whose kubelet.conf was made before the renewal";
+    let kubelet = (plan.ca.as_ref())
+        .and_then(|ca| super::trust::kubelet_trust(&opts.dir, &ca.der, now, fix))
+        .map_or(String::new(), |(_, w)| format!("warning: {w}\n"));
     Ok(plan.report(Some((&back, &kubelet))))
 }
 

@@ -7,8 +7,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::{FileProblem, RevertError};
 use super::manifest::{self, Manifest};
 use super::paths::{digest, host};
+use super::plan::{Plan, plan};
+use super::status::Cause;
+use super::warning::WarningKind;
 use super::*;
 use crate::cli::{ValueError, check_set};
 use crate::config::ConfigError;

@@ -148,61 +148,18 @@ pub fn plan(
     let mut bundles = Vec::new();
     let mut cluster = BTreeMap::new();
     for ((name, cert, bundle), (ca, text)) in CAS.into_iter().zip(cas) {
-        let (der, from, to) = (&ca.der, ca.not_before, ca.not_after);
+        let (der, to) = (&ca.der, ca.not_after);
         crate::x509::strict_certificate(der).map_err(|e| {
             KubeadmError::file(&host(dir, cert), FileProblem::NotAsGoReads(Box::new(e)))
         })?;
-        let span = effective_span(from, to);
+        let span = effective_span(ca.not_before, to);
         let map_key = format!("{name}.crt");
         let theirs = match published.and_then(|p| p.get(&map_key)) {
             Some(pem) => cluster_certs(&map_key, pem, &ca, now_s, span)?,
             None => Vec::new(),
         };
-        // The cluster's CA certificate, unless due, is taken: never a second
-        // renewal. Never one ending before the one in place (unless due): a
-        // replayed older renewal would swap them, restarting the components.
-        let due = now_s > due_from(from, to);
-        let taken = theirs
-            .last()
-            .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t) && (*t >= to || due))
-            .map(|(c, _, t)| (c.clone(), *t));
-        let is_taken = taken.is_some();
-        let (current, ends, what) = match taken {
-            Some((c, t)) => (
-                c,
-                t,
-                "the cluster's CA certificate, which another node renewed",
-            ),
-            None if due => {
-                let (at, key) = (host(dir, cert), host(dir, &cert.replace(".crt", ".key")));
-                let new = crate::source::ca::renew_ca(&at, &key, now_s + span, now)
-                    .map_err(|e| KubeadmError::file(&at, e))?;
-                (new, now_s + span, "the CA renewed with its own key")
-            }
-            None => (der.clone(), to, ""),
-        };
-        if current != *der {
-            trust.files.push(FileWrite {
-                path: cert.to_owned(),
-                before: Some(text.into_bytes()),
-                mode: 0o644,
-                what: format!(
-                    "{what} (same subject, key and key identifier): ends {}, where the \
-                     certificate in place ends {}",
-                    rfc3339(ends),
-                    rfc3339(to)
-                ),
-                bytes: encode("CERTIFICATE", &current).into_bytes(),
-            });
-        }
-        trust.cas.push(CaEnd {
-            name,
-            path: cert,
-            ends: to,
-            renewed_to: (current != *der).then_some(ends),
-            due_from: due_from(from, to),
-            in_place: ca.clone(),
-        });
+        let (current, is_taken) =
+            current(dir, (name, cert, &ca), (text, &theirs), now, &mut trust)?;
         // The cluster's when taken (every node the same); else the recorded,
         // the cluster's and the one in place; then the current one. Unended.
         let mut certs: Vec<Vec<u8>> = Vec::new();
@@ -244,6 +201,65 @@ pub fn plan(
     Ok(trust)
 }
 
+/// The CA `ca` (`name`, at `cert`) as adopt leaves it, and whether it is the cluster's
+/// (`theirs`, [`cluster_certs`]): its [`CaEnd`] and, when it changes, its file (`text` as
+/// read) are added to `trust`.
+fn current(
+    dir: &Path,
+    (name, cert, ca): (&'static str, &'static str, &Cert),
+    (text, theirs): (String, &[Dated]),
+    now: SystemTime,
+    trust: &mut Trust,
+) -> Result<(Vec<u8>, bool), KubeadmError> {
+    let (now_s, der, from, to) = (unix_seconds(now), &ca.der, ca.not_before, ca.not_after);
+    // The cluster's CA certificate, unless due, is taken: never a second
+    // renewal. Never one ending before the one in place (unless due): a
+    // replayed older renewal would swap them, restarting the components.
+    let due = now_s > due_from(from, to);
+    let taken = (theirs.last())
+        .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t) && (*t >= to || due));
+    let (current, ends, what) = match taken {
+        Some((c, _, t)) => {
+            let what = "the cluster's CA certificate, which another node renewed";
+            (c.clone(), *t, what)
+        }
+        None if due => {
+            let span = effective_span(from, to);
+            let (at, key) = (host(dir, cert), host(dir, &cert.replace(".crt", ".key")));
+            let new = crate::source::ca::renew_ca(&at, &key, now_s + span, now)
+                .map_err(|e| KubeadmError::file(&at, e))?;
+            (new, now_s + span, "the CA renewed with its own key")
+        }
+        None => (der.clone(), to, ""),
+    };
+    if current != *der {
+        trust.files.push(FileWrite {
+            path: cert.to_owned(),
+            before: Some(text.into_bytes()),
+            mode: 0o644,
+            what: format!(
+                "{what} (same subject, key and key identifier): ends {}, where the \
+                 certificate in place ends {}",
+                rfc3339(ends),
+                rfc3339(to)
+            ),
+            bytes: encode("CERTIFICATE", &current).into_bytes(),
+        });
+    }
+    trust.cas.push(CaEnd {
+        name,
+        path: cert,
+        ends: to,
+        renewed_to: (current != *der).then_some(ends),
+        due_from: due_from(from, to),
+        in_place: ca.clone(),
+    });
+    Ok((current, taken.is_some()))
+}
+
+/// A certificate (DER) with its notBefore and notAfter (Unix seconds).
+type Dated = (Vec<u8>, i64, i64);
+
 /// The certificates published for a CA with their validity; refused unless
 /// each is the CA's own as `renew_ca` makes it: `ca`'s subject and key, signed
 /// by that key, read as Go reads it, every field but serial and validity the
@@ -256,7 +272,7 @@ fn cluster_certs(
     ca: &Cert,
     now: i64,
     span: i64,
-) -> Result<Vec<(Vec<u8>, i64, i64)>, KubeadmError> {
+) -> Result<Vec<Dated>, KubeadmError> {
     let at = PathBuf::from(format!(
         "ConfigMap kube-system/certsync-kubeadm-cas, key {map_key}"
     ));
@@ -447,17 +463,14 @@ fn bundle_part(
     let stranger = |h: &&Vec<u8>| *h != der && !kept.iter().any(|(k, _)| k == *h);
     let run = "run `certsync kubeadm adopt`, which writes it from the CA certificates";
     let loads = "which etcd, the API server or the controller-manager load at start";
-    let problem = match held.map(|h| h.iter().filter(stranger).count()) {
+    c.problem = match held.map(|h| h.iter().filter(stranger).count()) {
         Err(e) => Some(e),
-        Ok(0) if has => None,
+        Ok(0) if has => c.problem.take(),
         Ok(0) => Some(format!("{b}, {loads}, does not hold it: {run}")),
         Ok(n) => Some(format!(
             "{b}, {loads}, holds {n} certificate(s) adopt did not write: {run}"
         )),
     };
-    if problem.is_some() {
-        c.problem = problem;
-    }
 }
 
 /// A kubeconfig's text and the CA certificates (DER) it embeds.
@@ -504,7 +517,7 @@ pub(super) fn trusting(
 
 /// [`stale_trust`] of [`kubelet_conf`] and the CA `der`; an unreadable one
 /// is a problem.
-fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
+pub(super) fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, String)> {
     let fails = "the kubelet cannot verify the API server";
     match kubelet_conf(dir) {
         Ok(Some((_, held))) => stale_trust(KUBELET, &held, der, now, fails, fix),
@@ -514,15 +527,6 @@ fn kubelet_trust(dir: &Path, der: &[u8], now: i64, fix: &str) -> Option<(bool, S
             format!("{e}: what the kubelet trusts cannot be judged"),
         )),
     }
-}
-
-/// After revert: kubelet.conf lacking the CA in place, `ca` as revert's plan read it (revert
-/// never writes it; none: unreadable), as nothing watches it once the node is kubeadm's.
-pub(super) fn kubelet_conf_after_revert(dir: &Path, ca: Option<&Cert>, now: i64) -> Option<String> {
-    let fix = "add /etc/kubernetes/pki/ca.crt (the renewed CA certificate) to its \
-               certificate-authority-data and restart the kubelet, on this node and every node \
-               whose kubelet.conf was made before the renewal";
-    kubelet_trust(dir, &ca?.der, now, fix).map(|(_, why)| why)
 }
 
 /// When `trusted` (what `who` trusts) lacks the CA `der`: a problem (`true`,

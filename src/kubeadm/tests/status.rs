@@ -3,7 +3,7 @@
 
 use super::{node_dir, options};
 use crate::kubeadm::error::{FileProblem, KubeadmError};
-use crate::kubeadm::plan;
+use crate::kubeadm::plan::{self, plan};
 use crate::kubeadm::pod::Current;
 use crate::kubeadm::status::*;
 
@@ -99,8 +99,8 @@ fn report() -> Status {
                 message: "no answer".into(),
             },
         ],
-        warnings: vec![crate::kubeadm::Warning {
-            kind: crate::kubeadm::WarningKind::KubeletConf,
+        warnings: vec![crate::kubeadm::warning::Warning {
+            kind: crate::kubeadm::warning::WarningKind::KubeletConf,
             message: "kubelet.conf trusts only an old CA".into(),
         }],
         checked_at_seconds: 1_764_244_800,
@@ -752,7 +752,7 @@ async fn adopting_again_keeps_the_nodes_image_unless_told() {
         admin_addr: None,
         ..options(dir.path())
     };
-    let Err(refused) = crate::kubeadm::plan(&none).await else {
+    let Err(refused) = crate::kubeadm::plan::plan(&none).await else {
         panic!("planned with no image");
     };
     assert!(

@@ -282,9 +282,11 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
     );
     // revert says so too: once the node is kubeadm's, nothing else does.
     let at = crate::validate::unix_seconds(now);
-    assert!(
-        trust::kubelet_conf_after_revert(d.path(), trust::Cas::read(d.path()).ca(), at).is_some()
-    );
+    let after_revert = |at| {
+        let ca = trust::Cas::read(d.path()).ca().cloned().expect("ca.crt");
+        trust::kubelet_trust(d.path(), &ca.der, at, "revert's fix").map(|(_, why)| why)
+    };
+    assert!(after_revert(at).is_some());
     let past = now + Duration::from_secs(2 * 86_400);
     let (cas, _) = trust::status(
         &trust::Cas::read(d.path()),
@@ -306,10 +308,7 @@ fn a_kubelet_conf_without_the_renewal_is_warned_about_then_a_problem() {
         &base64::engine::general_purpose::STANDARD.encode(&renewed),
     );
     std::fs::write(host(d.path(), "/etc/kubernetes/kubelet.conf"), with).unwrap();
-    assert_eq!(
-        trust::kubelet_conf_after_revert(d.path(), trust::Cas::read(d.path()).ca(), at),
-        None
-    );
+    assert_eq!(after_revert(at), None);
 }
 
 #[test]
