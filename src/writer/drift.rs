@@ -4,11 +4,13 @@
 use std::io;
 use std::path::Path;
 
-use cap_std::fs::{Dir, MetadataExt};
+use cap_std::fs::Dir;
 
 use super::error::{Ctx, WriterError};
-use super::layout::{DATA, REV_PREFIX, own};
-use super::revision::{Revision, list, parse_rev, read_link, read_revision_at, replace_symlink};
+use super::layout::{DATA, REV_PREFIX};
+use super::revision::{
+    Revision, link_at, list, parse_rev, read_link, read_revision_at, replace_symlink,
+};
 use super::target::Writer;
 use crate::bundle::{Bundle, ContentHash};
 
@@ -37,7 +39,8 @@ impl Writer {
     /// the target.
     pub(super) fn live_in(&self, root: &Dir) -> Result<Option<Live>, WriterError> {
         // Anything but a symlink to one of our revisions: never followed.
-        let Some(dir_name) = read_link(root, DATA) else {
+        // Judged and read on one handle ([`link_at`]), never by its name twice.
+        let Some((dir_name, data_own)) = link_at(root, DATA) else {
             return Ok(None);
         };
         let Some((revision, name_hash)) = dir_name.strip_prefix(REV_PREFIX).and_then(parse_rev)
@@ -54,10 +57,7 @@ impl Writer {
         };
         let hash = bundle.hash();
         if problem.is_none()
-            && let Err(p) = root
-                .symlink_metadata(DATA)
-                .map_err(|e| e.to_string())
-                .and_then(|m| own(m.uid(), 0).map_err(|e| e.to_string()))
+            && let Err(p) = data_own
         {
             problem = Some(format!("{DATA}: {p}"));
         }

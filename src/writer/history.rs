@@ -11,8 +11,8 @@ use super::layout::{
     DATA, FOUND_REVISION, HISTORY, NotOwn, REV_PREFIX, RevisionProblem, TMP_PREFIX,
 };
 use super::revision::{
-    Found, Revision, fsync, judged, list, parse_rev, read_file, read_link, read_revision_at,
-    remove_any, rev_name,
+    Found, Revision, fsync, judged, list, own_live, parse_rev, read_file, read_link,
+    read_revision_at, remove_any, rev_name,
 };
 use super::target::{Writer, WriterOptions, is_key};
 use crate::bundle::Bundle;
@@ -181,8 +181,10 @@ impl Writer {
     /// revisions no longer live, drops those newer than the live one (a
     /// crash before the flip), and prunes history to `keep - 1`.
     pub(super) fn tidy(&self, root: &Dir) -> Result<(), WriterError> {
-        let live = read_link(root, DATA)
-            .and_then(|l| Some((l.strip_prefix(REV_PREFIX).and_then(parse_rev)?.0, l)));
+        // Only certsync's own `..data` ([`own_live`]): one of another user's
+        // naming an older number made certsync's live revision newer than
+        // "live", removed.
+        let live = own_live(root);
         let mut changed = false;
         for name in list(root, &self.target)? {
             if name.starts_with(TMP_PREFIX) {

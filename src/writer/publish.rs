@@ -8,7 +8,7 @@ use super::error::{Ctx, WriterError};
 use super::history::history;
 use super::layout::{DATA, MAX_COUNTED, REV_PREFIX};
 use super::revision::{
-    Found, create_file, fsync, judged, list, own_link, parse_rev, remove_any, replace_symlink,
+    Found, create_file, fsync, judged, list, own_live, parse_rev, remove_any, replace_symlink,
     rev_name,
 };
 use super::target::Writer;
@@ -86,14 +86,13 @@ impl Writer {
     }
 
     /// One past the highest number certsync wrote: the one its own `..data`
-    /// names ([`own_link`]; the directory may be gone), its history's, and its
+    /// names ([`own_live`]; the directory may be gone), its history's, and its
     /// own revisions' at the root. A root entry numbered past [`MAX_COUNTED`]
     /// is none certsync wrote (its own, renamed while the target was
     /// writable): counted, it overflowed the count or made it come back to
     /// one number; tidy removes it as newer than live.
     fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
-        let live = own_link(root, DATA);
-        let live = live.and_then(|l| Some(parse_rev(l.strip_prefix(REV_PREFIX)?)?.0));
+        let live = own_live(root).map(|l| l.0);
         let known = live.into_iter().chain(history(root)?.1.into_keys()).max();
         let mut max = known.unwrap_or(0);
         for n in list(root, &self.target)? {

@@ -12,7 +12,7 @@ use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
 use nix::fcntl::OFlag;
 
 use super::error::{Ctx, WriterError};
-use super::layout::{NotOwn, RevisionProblem, TMP_PREFIX, own};
+use super::layout::{DATA, NotOwn, REV_PREFIX, RevisionProblem, TMP_PREFIX, own};
 use crate::beneath::{self, Links, PathError, Start};
 use crate::bundle::{Bundle, ContentHash};
 use crate::validate::MAX_PUBLISHED_SIZE;
@@ -335,18 +335,27 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
     replace_beneath(&dir, name, mode, None, bytes, parent)
 }
 
-/// The text of the symlink `name` if it is certsync's user's, looked at and
-/// read on one handle (`O_PATH|O_NOFOLLOW`, `fstat`, `readlinkat`): a link
-/// exchanged between a look at the name and a read of it would be taken for
-/// certsync's, and its number counted.
-pub(super) fn own_link(dir: &Dir, name: &str) -> Option<String> {
+/// The text of the symlink `name`, and whether it is certsync's user's
+/// ([`own`]), looked at and read on one handle (`O_PATH|O_NOFOLLOW`,
+/// `fstat`, `readlinkat`): a link exchanged between a look at the name and
+/// a read of it would be taken for certsync's, and its number counted.
+pub(super) fn link_at(dir: &Dir, name: &str) -> Option<(String, Result<(), NotOwn>)> {
     use nix::fcntl::{OFlag, openat, readlinkat};
     let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let fd = openat(dir, name, flags, nix::sys::stat::Mode::empty()).ok()?;
     let st = nix::sys::stat::fstat(&fd).ok()?;
-    let link = st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK;
-    (link && own(st.st_uid, 0).is_ok()).then_some(())?;
-    readlinkat(&fd, "").ok()?.into_string().ok()
+    (st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK).then_some(())?;
+    let text = readlinkat(&fd, "").ok()?.into_string().ok()?;
+    Some((text, own(st.st_uid, 0)))
+}
+
+/// The number and name of the revision certsync's own `..data` names
+/// ([`link_at`]): one of another user's names none certsync made.
+pub(super) fn own_live(root: &Dir) -> Option<(u64, String)> {
+    let (name, Ok(())) = link_at(root, DATA)? else {
+        return None;
+    };
+    Some((parse_rev(name.strip_prefix(REV_PREFIX)?)?.0, name))
 }
 
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {
