@@ -17,7 +17,7 @@ use super::revision::{
 use super::target::{Writer, WriterOptions, is_key};
 use crate::bundle::Bundle;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct RevisionInfo {
     pub revision: u64,
     /// The content hash's first 8 hex digits, from the name.

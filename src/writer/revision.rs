@@ -116,14 +116,22 @@ pub(super) fn read_revision_at(
     name: &str,
     shown: &Path,
 ) -> Result<Result<Revision, RevisionProblem>, WriterError> {
-    let unreadable =
-        |e: &dyn std::fmt::Display| Ok(Err(RevisionProblem::Unreadable(e.to_string())));
-    let not = |why: &dyn std::fmt::Display| unreadable(&format!("{}: {why}", shown.display()));
+    let not = |what| {
+        Ok(Err(RevisionProblem::NotADirectory {
+            path: shown.to_owned(),
+            what,
+        }))
+    };
     let dir = match judged(parent, name, shown)? {
         Found::Own(dir) => dir,
-        Found::Missing => return not(&"missing"),
-        Found::Planted(None) => return not(&"not a directory"),
-        Found::Planted(Some(p)) => return not(&p),
+        Found::Missing => return not("missing"),
+        Found::Planted(None) => return not("not a directory"),
+        Found::Planted(Some(not)) => {
+            return Ok(Err(RevisionProblem::NotOwn {
+                path: shown.to_owned(),
+                not,
+            }));
+        }
     };
     let mut rev = Revision::default();
     for name in list(&dir, shown)? {
@@ -137,10 +145,10 @@ pub(super) fn read_revision_at(
                     source,
                 });
             }
-            Err(e) => return unreadable(&e),
+            Err(e) => return Ok(Err(RevisionProblem::File(e))),
         };
         if let Err(e) = rev.bundle.insert(&name, bytes, path.display().to_string()) {
-            return unreadable(&e);
+            return Ok(Err(RevisionProblem::Bundle(e)));
         }
         rev.meta.insert(name, meta);
     }
