@@ -98,13 +98,6 @@ pub(super) fn judged(parent: &Dir, name: &str, shown: &Path) -> Result<Found, Wr
     }
 }
 
-pub(super) fn not_a_dir(e: io::Error) -> String {
-    match e.raw_os_error() {
-        Some(nix::libc::ELOOP) | Some(nix::libc::ENOTDIR) => "not a directory".into(),
-        _ => e.to_string(),
-    }
-}
-
 /// Reads the revision directory `name` of `parent` (never through a
 /// symlink), if it is certsync's own ([`judged`]; one that is not is never
 /// read): its regular files with their modes and owners. `Err`: it could not
