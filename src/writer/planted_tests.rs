@@ -807,6 +807,24 @@ fn attack_a_planted_data_link_and_a_renamed_history_never_lose_the_live_revision
     );
 }
 
+/// A history entry of the planter's under the number of the revision a
+/// publish retires (another hash) is removed before that revision is
+/// retired: never taken for certsync's entry of that number, which made
+/// certsync drop the retired revision, the way back for a rollback.
+#[test]
+fn attack_a_planted_history_entry_never_takes_the_retired_revisions_place() {
+    for (how, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        let a = bundle("a");
+        assert_eq!(w.publish(&a).unwrap().revision(), 1);
+        let planted = w.target().join(HISTORY).join("000001-00000000");
+        fs::create_dir_all(&planted).unwrap();
+        plant(&planted, mode, owner);
+        w.publish(&bundle("b")).unwrap();
+        assert_eq!(holds(&w, 1, &a), Ok(()), "{how}: a, retired, was lost");
+    }
+}
+
 /// A `..data` of the planter's naming an older number, met by the tidy at
 /// start: never taken for certsync's live revision, whose newer number
 /// would make certsync's own live revision a crash's leftover, removed
