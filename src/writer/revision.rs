@@ -359,9 +359,9 @@ pub(super) fn own_live(root: &Dir) -> Option<(u64, String)> {
     Some((parse_rev(name.strip_prefix(REV_PREFIX)?)?.0, name))
 }
 
+/// The text of the symlink `name`, whoever's it is ([`link_at`]).
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {
-    let link = dir.read_link_contents(name).ok()?;
-    link.to_str().map(str::to_owned)
+    link_at(dir, name).map(|(text, _)| text)
 }
 
 /// Names in `dir`, sorted.
