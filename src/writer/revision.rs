@@ -58,6 +58,20 @@ pub(super) fn said_by_the_file(e: &io::Error) -> bool {
     )
 }
 
+/// A read in a target whose failure, if any, is the file's (`Ok`); one
+/// that says nothing of the file (not [`said_by_the_file`]) is an error,
+/// never taken for what is there.
+pub(super) fn said<T>(read: Result<T, PathError>) -> Result<Result<T, PathError>, WriterError> {
+    match read {
+        Err(PathError::Io { path, source }) if !said_by_the_file(&source) => Err(WriterError::Io {
+            op: "read",
+            path,
+            source,
+        }),
+        read => Ok(read),
+    }
+}
+
 /// What [`judged`] found under a name in a target.
 pub(super) enum Found {
     /// A directory of certsync's own ([`own`]), opened.
@@ -129,15 +143,8 @@ pub(super) fn read_revision_at(
     let mut rev = Revision::default();
     for name in list(&dir, shown)? {
         let path = shown.join(&name);
-        let (bytes, meta) = match read_file(&dir, &name, &path) {
+        let (bytes, meta) = match said(read_file(&dir, &name, &path))? {
             Ok(read) => read,
-            Err(PathError::Io { path, source }) if !said_by_the_file(&source) => {
-                return Err(WriterError::Io {
-                    op: "read",
-                    path,
-                    source,
-                });
-            }
             Err(e) => return Ok(Err(RevisionProblem::File(e))),
         };
         if let Err(e) = rev.bundle.insert(&name, bytes, path.display().to_string()) {

@@ -10,7 +10,7 @@ use super::history::{history, options_of};
 use super::layout::{HISTORY, PIN, RevisionProblem, own};
 use super::publish::Outcome;
 use super::revision::{
-    Revision, as_written, parse_rev, read_file, read_revision_at, replace_beneath, said_by_the_file,
+    Revision, as_written, parse_rev, read_file, read_revision_at, replace_beneath, said,
 };
 use super::target::Writer;
 use crate::beneath::PathError;
@@ -25,23 +25,15 @@ pub struct RolledBack {
 /// The rollback pin, if `..pin` holds one; `Err` when it is not certsync's
 /// own (not a regular file, [`own`], a hard link): never obeyed.
 pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterError> {
-    let (bytes, (mode, uid, _, links)) = match read_file(root, PIN, Path::new(PIN)) {
-        Ok(read) => read,
-        Err(PathError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(None);
-        }
-        // A read that failed for a reason of the process or the volume (EMFILE,
-        // EIO) is no proof of no pin: taken for none, or the pin for not
-        // certsync's, the next publish undid the operator's rollback.
-        Err(PathError::Io { path, source }) if !said_by_the_file(&source) => {
-            return Err(WriterError::Io {
-                op: "read",
-                path,
-                source,
-            });
-        }
-        Err(e) => return Err(WriterError::Pin(e.to_string())),
-    };
+    let read = read_file(root, PIN, Path::new(PIN));
+    if read.as_ref().is_err_and(PathError::is_not_found) {
+        return Ok(None);
+    }
+    // A read that failed for a reason of the process or the volume (EMFILE,
+    // EIO) is no proof of no pin ([`said`]): taken for none, or the pin for
+    // not certsync's, the next publish undid the operator's rollback.
+    let (bytes, (mode, uid, _, links)) =
+        said(read)?.map_err(|e| WriterError::Pin(e.to_string()))?;
     let pin = |p: String| WriterError::Pin(format!("{PIN}: {p}"));
     own(uid, mode).map_err(|p| pin(p.to_string()))?;
     if links != 1 {
