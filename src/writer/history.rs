@@ -193,15 +193,18 @@ impl Writer {
 
     /// Restores the layout's invariants: removes temporary entries, retires
     /// revisions no longer live, drops those newer than the live one (a
-    /// crash before the flip), and prunes history to `keep - 1`.
-    pub(super) fn tidy(&self, root: &Dir) -> Result<(), WriterError> {
+    /// crash before the flip), and prunes history to `keep - 1`. `history`:
+    /// `..history` listed once per publish, what is not certsync's removed
+    /// first ([`Writer::own_history`]), kept up to date by each retirement.
+    pub(super) fn tidy(
+        &self,
+        root: &Dir,
+        (mut changed, mut history): (bool, Listing),
+    ) -> Result<(), WriterError> {
         // Only certsync's own `..data` ([`own_live`]): one of another user's
         // naming an older number made certsync's live revision newer than
         // "live", removed.
         let live = own_live(root);
-        // Listed once, what is not certsync's removed first
-        // ([`Writer::own_history`]), kept up to date by each retirement.
-        let (mut changed, mut history) = self.own_history(root)?;
         for name in list(root, &self.target)? {
             if name.starts_with(TMP_PREFIX) {
                 remove_any(root, &name, &self.path(&name))?;
@@ -249,7 +252,7 @@ impl Writer {
     /// Removes a `..history` that is not certsync's own, and entries in it
     /// that are not ([`judged`]): whoever made them chose what `rollback` would
     /// restore. Whether anything went, and what stays ([`history`]).
-    fn own_history(&self, root: &Dir) -> Result<(bool, Listing), WriterError> {
+    pub(super) fn own_history(&self, root: &Dir) -> Result<(bool, Listing), WriterError> {
         let path = self.path(HISTORY);
         let h = match judged(root, HISTORY, &path)? {
             Found::Own(h) => h,
