@@ -131,14 +131,17 @@ impl Writer {
         Ok(out)
     }
 
-    /// Moves the files of `..rev-X` into `..history/X` (or removes them
-    /// when `keep == 1`), then the emptied directory; `history` ([`tidy`]'s
+    /// Moves the files of `..rev-X` (revision `number`, `rest` its name
+    /// after the prefix) into `..history/X` (or removes them when
+    /// `keep == 1`), then the emptied directory; `history` ([`tidy`]'s
     /// listing) says where it went.
-    fn retire(&self, root: &Dir, dir_name: &str, history: &mut Listing) -> Result<(), WriterError> {
+    fn retire(
+        &self,
+        root: &Dir,
+        (dir_name, rest, number): (&str, &str, u64),
+        history: &mut Listing,
+    ) -> Result<(), WriterError> {
         let src_path = self.path(dir_name);
-        let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
-            return Ok(());
-        };
         let src = match judged(root, dir_name, &src_path)? {
             Found::Own(src) => src,
             Found::Missing => return Ok(()),
@@ -146,12 +149,10 @@ impl Writer {
             Found::Planted(_) => return remove_any(root, dir_name, &src_path),
         };
         let names = list(&src, &src_path)?;
-        if self.opts.keep > 1 && self.fills_history(history, rest, &names)? {
+        if self.opts.keep > 1 && self.fills_history(history, rest, number, &names)? {
             let (h, _) = self.move_to_history(root, rest, &src, &src_path, &names, false)?;
             history.0 = Some(h);
-            history
-                .1
-                .extend(parse_rev(rest).map(|(n, _)| (n, rest.to_owned())));
+            history.1.insert(number, rest.to_owned());
         } else {
             for name in names {
                 remove_any(&src, &name, &src_path.join(&name))?;
@@ -161,23 +162,20 @@ impl Writer {
             .ctx("remove retired revision", &src_path)
     }
 
-    /// Whether the files `names` of the revision `rest` go into history: its
-    /// number is new there, or history holds it under this very name and one
-    /// of the two is empty (an error or a crash between the entry's `mkdir`
+    /// Whether the files `names` of revision `number` (`rest`) go into
+    /// history: its number is new there, or history holds it under this very
+    /// name and one of the two is empty (an error or a crash between the entry's `mkdir`
     /// and the moves, or between the moves and the `rmdir`: nothing moved
     /// before is lost). Another name, or both holding files, is a rename of
     /// another revision to this number: removed, never kept beside the entry
     /// (the two would hide each other from pruning) nor merged into it.
     fn fills_history(
         &self,
-        history: &Listing,
+        (h, held): &Listing,
         rest: &str,
+        number: u64,
         names: &[String],
     ) -> Result<bool, WriterError> {
-        let (h, held) = history;
-        let Some(number) = parse_rev(rest).map(|r| r.0) else {
-            return Ok(false);
-        };
         match (held.get(&number), h) {
             (None, _) => Ok(true),
             (Some(name), Some(h)) if name == rest => {
@@ -225,7 +223,7 @@ impl Writer {
                 Some((live_rev, _)) if revision > *live_rev => {
                     remove_any(root, &name, &self.path(&name))?
                 }
-                _ => self.retire(root, &name, &mut history)?,
+                _ => self.retire(root, (&name, rest, revision), &mut history)?,
             }
             changed = true;
         }
