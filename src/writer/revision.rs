@@ -155,29 +155,6 @@ pub(super) fn read_revision_at(
     Ok(Ok(rev))
 }
 
-/// Whether a revision's files are as certsync wrote them: one link each
-/// (a second name may be anywhere: root's key linked into a history
-/// entry), and one owner and group for all.
-pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
-    if let Some((name, m)) = rev.meta.iter().find(|(_, m)| m.3 > 1) {
-        return Err(RevisionProblem::HardLink {
-            path: shown.join(name),
-            links: m.3,
-        });
-    }
-    let owners: std::collections::BTreeSet<(u32, u32)> =
-        rev.meta.values().map(|m| (m.1, m.2)).collect();
-    if owners.len() > 1 {
-        return Err(RevisionProblem::Owners(
-            rev.meta
-                .iter()
-                .map(|(n, m)| (shown.join(n), m.1, m.2))
-                .collect(),
-        ));
-    }
-    Ok(())
-}
-
 /// The directory of a copy outside the target (`update-pair=`,
 /// `update-kubeconfig=`), opened by one walk judging each step on its
 /// descriptor ([`crate::files::owned_dir`], strictly); the copy is read and
