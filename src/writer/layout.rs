@@ -49,12 +49,12 @@ pub struct NotOwn {
 /// Why a revision directory on disk cannot be trusted as is.
 #[derive(Debug, thiserror::Error)]
 pub enum RevisionProblem {
-    /// Missing, or not a directory (`what`).
-    #[error("{}: {what}", path.display())]
-    NotADirectory { path: PathBuf, what: &'static str },
+    /// Missing, or not a directory (as the text says).
+    #[error("{}: {}", .0.display(), .1)]
+    NotADirectory(PathBuf, &'static str),
     /// Not certsync's own ([`own`]): never read.
-    #[error("{}: {not}", path.display())]
-    NotOwn { path: PathBuf, not: NotOwn },
+    #[error("{}: {}", .0.display(), .1)]
+    NotOwn(PathBuf, NotOwn),
     /// A file in it that cannot be read; the path is in the text.
     #[error("{0}")]
     File(#[source] PathError),

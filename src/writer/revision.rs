@@ -123,32 +123,23 @@ pub(super) fn read_revision_at(
     name: &str,
     shown: &Path,
 ) -> Result<Result<Revision, RevisionProblem>, WriterError> {
-    let not = |what| {
-        Ok(Err(RevisionProblem::NotADirectory {
-            path: shown.to_owned(),
-            what,
-        }))
-    };
+    use RevisionProblem::{NotADirectory, NotOwn};
+    let not = |problem| Ok(Err(problem));
     let dir = match judged(parent, name, shown)? {
         Found::Own(dir) => dir,
-        Found::Missing => return not("missing"),
-        Found::Planted(None) => return not("not a directory"),
-        Found::Planted(Some(not)) => {
-            return Ok(Err(RevisionProblem::NotOwn {
-                path: shown.to_owned(),
-                not,
-            }));
-        }
+        Found::Missing => return not(NotADirectory(shown.to_owned(), "missing")),
+        Found::Planted(None) => return not(NotADirectory(shown.to_owned(), "not a directory")),
+        Found::Planted(Some(why)) => return not(NotOwn(shown.to_owned(), why)),
     };
     let mut rev = Revision::default();
     for name in list(&dir, shown)? {
         let path = shown.join(&name);
         let (bytes, meta) = match said(read_file(&dir, &name, &path))? {
             Ok(read) => read,
-            Err(e) => return Ok(Err(RevisionProblem::File(e))),
+            Err(e) => return not(RevisionProblem::File(e)),
         };
         if let Err(e) = rev.bundle.insert(&name, bytes, path.display().to_string()) {
-            return Ok(Err(RevisionProblem::Bundle(e)));
+            return not(RevisionProblem::Bundle(e));
         }
         rev.meta.insert(name, meta);
     }
