@@ -74,25 +74,20 @@ impl Writer {
         }))
     }
 
-    pub(super) fn check_modes(&self, dir: &Path, rev: &Revision) -> Option<String> {
-        for (name, &(mode, uid, gid, _)) in &rev.meta {
+    fn check_modes(&self, dir: &Path, rev: &Revision) -> Option<String> {
+        rev.meta.iter().find_map(|(name, &(mode, uid, gid, _))| {
             let want = self.mode_for(name, rev.bundle.get(name).unwrap_or_default());
+            let path = dir.join(name);
             if mode != want {
                 return Some(format!(
                     "{} has mode {mode:04o}, expected {want:04o}",
-                    dir.join(name).display(),
+                    path.display()
                 ));
             }
-            if self.opts.owner.is_some_and(|u| u != uid)
-                || self.opts.group.is_some_and(|g| g != gid)
-            {
-                return Some(format!(
-                    "{} has the wrong owner or group",
-                    dir.join(name).display()
-                ));
-            }
-        }
-        None
+            let wrong = self.opts.owner.is_some_and(|u| u != uid)
+                || self.opts.group.is_some_and(|g| g != gid);
+            wrong.then(|| format!("{} has the wrong owner or group", path.display()))
+        })
     }
 
     /// Makes `<target>/<name> -> ..data/<name>` for every file of `bundle`
