@@ -47,25 +47,19 @@ impl Writer {
         else {
             return Ok(None);
         };
-        let (bundle, mut problem) = match read_revision_at(root, &dir_name, &self.path(&dir_name))?
-        {
+        let shown = self.path(&dir_name);
+        let (bundle, problem) = match read_revision_at(root, &dir_name, &shown)? {
             Ok(r) => {
-                let problem = self.check_modes(&self.path(&dir_name), &r);
+                let problem = self.check_modes(&shown, &r);
                 (r.bundle, problem)
             }
             Err(problem) => (Bundle::default(), Some(problem.to_string())),
         };
         let hash = bundle.hash();
-        if problem.is_none()
-            && let Err(p) = data_own
-        {
-            problem = Some(format!("{DATA}: {p}"));
-        }
-        if problem.is_none() && hash.short() != name_hash {
-            problem = Some(format!(
-                "{dir_name}: contents were changed after it was written"
-            ));
-        }
+        let changed = || format!("{dir_name}: contents were changed after it was written");
+        let problem = problem
+            .or_else(|| data_own.err().map(|p| format!("{DATA}: {p}")))
+            .or_else(|| (hash.short() != name_hash).then(changed));
         Ok(Some(Live {
             revision,
             hash,
