@@ -323,8 +323,7 @@ pub fn walk(
             w.restart_at_root()?;
             continue;
         }
-        let dst = nix::sys::stat::fstat(&w.dir).map_err(|e| PathError::io(&w.shown, e))?;
-        let entry = Entry::of(w.shown.clone(), w.dir.as_fd(), &dst, false);
+        let entry = Entry::held(&w.shown, w.dir.as_fd())?;
         judge(&entry)?;
         let dir_read_only = entry.read_only;
         w.passed.push(entry);

@@ -13,7 +13,6 @@ use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 
 use super::error::{Ctx, WriterError};
-use super::revision::not_a_dir;
 use crate::beneath::{Entry, Trust};
 
 /// A handle on the directory a missing target is made beneath, and the
@@ -98,9 +97,10 @@ impl Anchor {
                 other => other,
             };
             dir = opened.map_err(|e| {
-                way(match dir.symlink_metadata(name) {
-                    Ok(m) if m.file_type().is_symlink() => "a symlink".into(),
-                    _ => not_a_dir(e),
+                way(match (dir.symlink_metadata(name), e.raw_os_error()) {
+                    (Ok(m), _) if m.file_type().is_symlink() => "a symlink".into(),
+                    (_, Some(nix::libc::ELOOP | nix::libc::ENOTDIR)) => "not a directory".into(),
+                    _ => e.to_string(),
                 })
             })?;
             // No exception: certsync made it, or will write beneath it.

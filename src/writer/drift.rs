@@ -4,11 +4,13 @@
 use std::io;
 use std::path::Path;
 
-use cap_std::fs::{Dir, MetadataExt};
+use cap_std::fs::Dir;
 
 use super::error::{Ctx, WriterError};
-use super::layout::{DATA, REV_PREFIX, own};
-use super::revision::{Revision, list, parse_rev, read_link, read_revision_at, replace_symlink};
+use super::layout::{DATA, REV_PREFIX};
+use super::revision::{
+    Revision, link_at, list, parse_rev, read_link, read_revision_at, replace_symlink,
+};
 use super::target::Writer;
 use crate::bundle::{Bundle, ContentHash};
 
@@ -37,35 +39,27 @@ impl Writer {
     /// the target.
     pub(super) fn live_in(&self, root: &Dir) -> Result<Option<Live>, WriterError> {
         // Anything but a symlink to one of our revisions: never followed.
-        let Some(dir_name) = read_link(root, DATA) else {
+        // Judged and read on one handle ([`link_at`]), never by its name twice.
+        let Some((dir_name, data_own)) = link_at(root, DATA) else {
             return Ok(None);
         };
         let Some((revision, name_hash)) = dir_name.strip_prefix(REV_PREFIX).and_then(parse_rev)
         else {
             return Ok(None);
         };
-        let (bundle, mut problem) = match read_revision_at(root, &dir_name, &self.path(&dir_name))?
-        {
+        let shown = self.path(&dir_name);
+        let (bundle, problem) = match read_revision_at(root, &dir_name, &shown)? {
             Ok(r) => {
-                let problem = self.check_modes(&self.path(&dir_name), &r);
+                let problem = self.check_modes(&shown, &r);
                 (r.bundle, problem)
             }
             Err(problem) => (Bundle::default(), Some(problem.to_string())),
         };
         let hash = bundle.hash();
-        if problem.is_none()
-            && let Err(p) = root
-                .symlink_metadata(DATA)
-                .map_err(|e| e.to_string())
-                .and_then(|m| own(m.uid(), 0).map_err(|e| e.to_string()))
-        {
-            problem = Some(format!("{DATA}: {p}"));
-        }
-        if problem.is_none() && hash.short() != name_hash {
-            problem = Some(format!(
-                "{dir_name}: contents were changed after it was written"
-            ));
-        }
+        let changed = || format!("{dir_name}: contents were changed after it was written");
+        let problem = problem
+            .or_else(|| data_own.err().map(|p| format!("{DATA}: {p}")))
+            .or_else(|| (hash.short() != name_hash).then(changed));
         Ok(Some(Live {
             revision,
             hash,
@@ -74,25 +68,20 @@ impl Writer {
         }))
     }
 
-    pub(super) fn check_modes(&self, dir: &Path, rev: &Revision) -> Option<String> {
-        for (name, &(mode, uid, gid, _)) in &rev.meta {
+    fn check_modes(&self, dir: &Path, rev: &Revision) -> Option<String> {
+        rev.meta.iter().find_map(|(name, &(mode, uid, gid, _))| {
             let want = self.mode_for(name, rev.bundle.get(name).unwrap_or_default());
+            let path = dir.join(name);
             if mode != want {
                 return Some(format!(
                     "{} has mode {mode:04o}, expected {want:04o}",
-                    dir.join(name).display(),
+                    path.display()
                 ));
             }
-            if self.opts.owner.is_some_and(|u| u != uid)
-                || self.opts.group.is_some_and(|g| g != gid)
-            {
-                return Some(format!(
-                    "{} has the wrong owner or group",
-                    dir.join(name).display()
-                ));
-            }
-        }
-        None
+            let wrong = self.opts.owner.is_some_and(|u| u != uid)
+                || self.opts.group.is_some_and(|g| g != gid);
+            wrong.then(|| format!("{} has the wrong owner or group", path.display()))
+        })
     }
 
     /// Makes `<target>/<name> -> ..data/<name>` for every file of `bundle`

@@ -11,13 +11,13 @@ use super::layout::{
     DATA, FOUND_REVISION, HISTORY, NotOwn, REV_PREFIX, RevisionProblem, TMP_PREFIX,
 };
 use super::revision::{
-    Found, Revision, fsync, judged, list, parse_rev, read_file, read_link, read_revision_at,
-    remove_any, rev_name,
+    Found, Revision, fsync, judged, list, own_live, parse_rev, read_file, read_link,
+    read_revision_at, remove_any, rev_name,
 };
 use super::target::{Writer, WriterOptions, is_key};
 use crate::bundle::Bundle;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct RevisionInfo {
     pub revision: u64,
     /// The content hash's first 8 hex digits, from the name.
@@ -58,9 +58,13 @@ fn history_dir(dir: &Dir, name: &str, path: &Path, fresh: bool) -> Result<Dir, W
     }
 }
 
+/// `..history` (`None`: missing or not certsync's own) and its entries by
+/// revision number → directory name.
+pub(super) type Listing = (Option<Dir>, BTreeMap<u64, String>);
+
 /// `..history` if it is certsync's own ([`judged`]; one that is not is
 /// never read), and its entries by revision number → directory name.
-pub(super) fn history(root: &Dir) -> Result<(Option<Dir>, BTreeMap<u64, String>), WriterError> {
+pub(super) fn history(root: &Dir) -> Result<Listing, WriterError> {
     let Found::Own(h) = judged(root, HISTORY, Path::new(HISTORY))? else {
         return Ok((None, BTreeMap::new()));
     };
@@ -127,13 +131,17 @@ impl Writer {
         Ok(out)
     }
 
-    /// Moves the files of `..rev-X` into `..history/X` (or removes them
-    /// when `keep == 1`), then the emptied directory.
-    pub(super) fn retire(&self, root: &Dir, dir_name: &str) -> Result<(), WriterError> {
+    /// Moves the files of `..rev-X` (revision `number`, `rest` its name
+    /// after the prefix) into `..history/X` (or removes them when
+    /// `keep == 1`), then the emptied directory; `history` ([`tidy`]'s
+    /// listing) says where it went.
+    fn retire(
+        &self,
+        root: &Dir,
+        (dir_name, rest, number): (&str, &str, u64),
+        history: &mut Listing,
+    ) -> Result<(), WriterError> {
         let src_path = self.path(dir_name);
-        let Some(rest) = dir_name.strip_prefix(REV_PREFIX) else {
-            return Ok(());
-        };
         let src = match judged(root, dir_name, &src_path)? {
             Found::Own(src) => src,
             Found::Missing => return Ok(()),
@@ -141,8 +149,10 @@ impl Writer {
             Found::Planted(_) => return remove_any(root, dir_name, &src_path),
         };
         let names = list(&src, &src_path)?;
-        if self.opts.keep > 1 && self.fills_history(root, rest, &names)? {
-            self.move_to_history(root, rest, &src, &src_path, &names, false)?;
+        if self.opts.keep > 1 && self.fills_history(history, rest, number, &names)? {
+            let (h, _) = self.move_to_history(root, rest, &src, &src_path, &names, false)?;
+            history.0 = Some(h);
+            history.1.insert(number, rest.to_owned());
         } else {
             for name in names {
                 remove_any(&src, &name, &src_path.join(&name))?;
@@ -152,23 +162,25 @@ impl Writer {
             .ctx("remove retired revision", &src_path)
     }
 
-    /// Whether the files `names` of the revision `rest` go into history: its
-    /// number is new there, or history holds it under this very name and one
-    /// of the two is empty (an error or a crash between the entry's `mkdir`
+    /// Whether the files `names` of revision `number` (`rest`) go into
+    /// history: its number is new there, or history holds it under this very
+    /// name and one of the two is empty (an error or a crash between the entry's `mkdir`
     /// and the moves, or between the moves and the `rmdir`: nothing moved
     /// before is lost). Another name, or both holding files, is a rename of
     /// another revision to this number: removed, never kept beside the entry
     /// (the two would hide each other from pruning) nor merged into it.
-    fn fills_history(&self, root: &Dir, rest: &str, names: &[String]) -> Result<bool, WriterError> {
-        let (h, held) = history(root)?;
-        let Some(number) = parse_rev(rest).map(|r| r.0) else {
-            return Ok(false);
-        };
+    fn fills_history(
+        &self,
+        (h, held): &Listing,
+        rest: &str,
+        number: u64,
+        names: &[String],
+    ) -> Result<bool, WriterError> {
         match (held.get(&number), h) {
             (None, _) => Ok(true),
             (Some(name), Some(h)) if name == rest => {
                 let path = self.path(HISTORY).join(rest);
-                Ok(match judged(&h, rest, &path)? {
+                Ok(match judged(h, rest, &path)? {
                     Found::Own(entry) => names.is_empty() || list(&entry, &path)?.is_empty(),
                     _ => true,
                 })
@@ -179,11 +191,18 @@ impl Writer {
 
     /// Restores the layout's invariants: removes temporary entries, retires
     /// revisions no longer live, drops those newer than the live one (a
-    /// crash before the flip), and prunes history to `keep - 1`.
-    pub(super) fn tidy(&self, root: &Dir) -> Result<(), WriterError> {
-        let live = read_link(root, DATA)
-            .and_then(|l| Some((l.strip_prefix(REV_PREFIX).and_then(parse_rev)?.0, l)));
-        let mut changed = false;
+    /// crash before the flip), and prunes history to `keep - 1`. `history`:
+    /// `..history` listed once per publish, what is not certsync's removed
+    /// first ([`Writer::own_history`]), kept up to date by each retirement.
+    pub(super) fn tidy(
+        &self,
+        root: &Dir,
+        (mut changed, mut history): (bool, Listing),
+    ) -> Result<(), WriterError> {
+        // Only certsync's own `..data` ([`own_live`]): one of another user's
+        // naming an older number made certsync's live revision newer than
+        // "live", removed.
+        let live = own_live(root);
         for name in list(root, &self.target)? {
             if name.starts_with(TMP_PREFIX) {
                 remove_any(root, &name, &self.path(&name))?;
@@ -204,14 +223,13 @@ impl Writer {
                 Some((live_rev, _)) if revision > *live_rev => {
                     remove_any(root, &name, &self.path(&name))?
                 }
-                _ => self.retire(root, &name)?,
+                _ => self.retire(root, (&name, rest, revision), &mut history)?,
             }
             changed = true;
         }
-        changed |= self.remove_planted_history(root)?;
         // The pair found before certsync's first publish (kubeadm's) is the
         // way back to what was there: never pruned, not counted.
-        let (h, mut names) = history(root)?;
+        let (h, mut names) = history;
         names.remove(&FOUND_REVISION);
         let excess = names.len().saturating_sub(self.opts.keep.saturating_sub(1));
         if excess > 0
@@ -231,28 +249,35 @@ impl Writer {
 
     /// Removes a `..history` that is not certsync's own, and entries in it
     /// that are not ([`judged`]): whoever made them chose what `rollback` would
-    /// restore. Whether anything went.
-    fn remove_planted_history(&self, root: &Dir) -> Result<bool, WriterError> {
+    /// restore. Whether anything went, and what stays ([`history`]).
+    pub(super) fn own_history(&self, root: &Dir) -> Result<(bool, Listing), WriterError> {
         let path = self.path(HISTORY);
         let h = match judged(root, HISTORY, &path)? {
             Found::Own(h) => h,
-            Found::Missing => return Ok(false),
+            Found::Missing => return Ok((false, (None, BTreeMap::new()))),
             Found::Planted(_) => {
                 tracing::warn!(path = %path.display(), "removed a ..history certsync did not make; not read");
                 remove_any(root, HISTORY, &path)?;
-                return Ok(true);
+                return Ok((true, (None, BTreeMap::new())));
             }
         };
-        let mut removed = false;
+        let (mut removed, mut names) = (false, BTreeMap::new());
         for name in list(&h, &path)? {
             let entry = path.join(&name);
-            if let Found::Planted(_) = judged(&h, &name, &entry)? {
-                tracing::warn!(path = %entry.display(), "removed a history entry certsync did not make; not restored");
-                remove_any(&h, &name, &entry)?;
-                removed = true;
+            match judged(&h, &name, &entry)? {
+                Found::Planted(_) => {
+                    tracing::warn!(path = %entry.display(), "removed a history entry certsync did not make; not restored");
+                    remove_any(&h, &name, &entry)?;
+                    removed = true;
+                }
+                Found::Own(_) => {
+                    let number = parse_rev(&name).map(|r| r.0);
+                    names.extend(number.map(|n| (n, name)));
+                }
+                Found::Missing => {}
             }
         }
-        Ok(removed)
+        Ok((removed, (Some(h), names)))
     }
 
     /// Files a target certsync never published to holds under the names
@@ -280,7 +305,8 @@ impl Writer {
             }
         }
         let entry = rev_name(FOUND_REVISION, &kept.hash());
-        let dest_path = self.move_to_history(root, &entry, root, &self.target, &found, true)?;
+        let (_, dest_path) =
+            self.move_to_history(root, &entry, root, &self.target, &found, true)?;
         tracing::warn!(target_dir = %self.target.display(), files = ?found, kept_in = %dest_path.display(), "the target held files certsync did not write; moved them to history before publishing");
         Ok(())
     }
@@ -288,7 +314,7 @@ impl Writer {
     /// Moves `names` of `src` into the history entry `entry`, made `fresh` or
     /// kept if certsync's own ([`history_dir`]), one `rename` each (a watch on
     /// a file gets `IN_MOVE_SELF`), then fsyncs both. Whatever sits in the
-    /// way is removed, never followed.
+    /// way is removed, never followed. `..history` as opened, and the entry.
     fn move_to_history(
         &self,
         root: &Dir,
@@ -297,7 +323,7 @@ impl Writer {
         src_path: &Path,
         names: &[impl AsRef<str>],
         fresh: bool,
-    ) -> Result<PathBuf, WriterError> {
+    ) -> Result<(Dir, PathBuf), WriterError> {
         let history = history_dir(root, HISTORY, &self.path(HISTORY), false)?;
         let dst_path = self.path(HISTORY).join(entry);
         let dst = history_dir(&history, entry, &dst_path, fresh)?;
@@ -307,6 +333,6 @@ impl Writer {
         }
         fsync(&dst, &dst_path)?;
         fsync(&history, &self.path(HISTORY))?;
-        Ok(dst_path)
+        Ok((history, dst_path))
     }
 }

@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use crate::beneath::PathError;
+use crate::bundle::BundleError;
+
 /// The target's one atomic switch: a symlink to the live revision.
 pub const DATA: &str = "..data";
 pub(super) const HISTORY: &str = "..history";
@@ -44,12 +47,20 @@ pub struct NotOwn {
 }
 
 /// Why a revision directory on disk cannot be trusted as is.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum RevisionProblem {
-    /// Not a directory, not certsync's own ([`own`]), or a file in it that
-    /// cannot be read or taken into a bundle; the path is in the text.
+    /// Missing, or not a directory (as the text says).
+    #[error("{}: {}", .0.display(), .1)]
+    NotADirectory(PathBuf, &'static str),
+    /// Not certsync's own ([`own`]): never read.
+    #[error("{}: {}", .0.display(), .1)]
+    NotOwn(PathBuf, NotOwn),
+    /// A file in it that cannot be read; the path is in the text.
     #[error("{0}")]
-    Unreadable(String),
+    File(#[source] PathError),
+    /// A file in it that cannot be taken into a bundle.
+    #[error("{0}")]
+    Bundle(#[source] BundleError),
     #[error(
         "{}: a hard link (links {links}): its other name may be any file, root's key \
          included; certsync writes every file with one link",

@@ -84,7 +84,7 @@ impl Writer {
         let keep = opts.keep.max(1);
         let (w, root) = Self::start(target.into(), WriterOptions { keep, ..opts }, true)?;
         let _lock = w.lock(&root)?;
-        w.tidy(&root)?;
+        w.tidy(&root, w.own_history(&root)?)?;
         Ok(w)
     }
 

@@ -807,6 +807,51 @@ fn attack_a_planted_data_link_and_a_renamed_history_never_lose_the_live_revision
     );
 }
 
+/// A history entry of the planter's under the number of the revision a
+/// publish retires (another hash) is removed before that revision is
+/// retired: never taken for certsync's entry of that number, which made
+/// certsync drop the retired revision, the way back for a rollback.
+#[test]
+fn attack_a_planted_history_entry_never_takes_the_retired_revisions_place() {
+    for (how, mode, owner) in plantings() {
+        let (_d, w) = setup();
+        let a = bundle("a");
+        assert_eq!(w.publish(&a).unwrap().revision(), 1);
+        let planted = w.target().join(HISTORY).join("000001-00000000");
+        fs::create_dir_all(&planted).unwrap();
+        plant(&planted, mode, owner);
+        w.publish(&bundle("b")).unwrap();
+        assert_eq!(holds(&w, 1, &a), Ok(()), "{how}: a, retired, was lost");
+    }
+}
+
+/// A `..data` of the planter's naming an older number, met by the tidy at
+/// start: never taken for certsync's live revision, whose newer number
+/// would make certsync's own live revision a crash's leftover, removed
+/// rather than retired to history.
+#[test]
+fn attack_a_planted_data_link_met_at_start_never_removes_the_live_revision() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let (_d, w) = setup();
+    for t in ["a", "b", "c", "d"] {
+        w.publish(&bundle(t)).unwrap();
+    }
+    let e = bundle("e");
+    w.publish(&e).unwrap();
+    let data = w.target().join(DATA);
+    fs::remove_file(&data).unwrap();
+    std::os::unix::fs::symlink(format!("{REV_PREFIX}000001-00000000"), &data).unwrap();
+    plant(&data, 0o777, Some(65534));
+    let opts = WriterOptions {
+        keep: 4,
+        ..Default::default()
+    };
+    Writer::open(w.target(), opts).unwrap();
+    assert_eq!(holds(&w, 5, &e), Ok(()), "e, the live revision, was lost");
+}
+
 /// With `--keep-revisions 1` (no history) and `..data` removed, certsync's
 /// own live revision still counts: the next number never goes back.
 #[test]

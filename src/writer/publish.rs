@@ -1,14 +1,15 @@
 //! A publish under the write lock: a new revision written complete, then
 //! `..data` flipped and what it replaced retired.
 
+use std::collections::BTreeMap;
+
 use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 
 use super::error::{Ctx, WriterError};
-use super::history::history;
 use super::layout::{DATA, MAX_COUNTED, REV_PREFIX};
 use super::revision::{
-    Found, create_file, fsync, judged, list, own_link, parse_rev, remove_any, replace_symlink,
+    Found, create_file, fsync, judged, list, own_live, parse_rev, remove_any, replace_symlink,
     rev_name,
 };
 use super::target::Writer;
@@ -67,7 +68,8 @@ impl Writer {
                 None
             }
         };
-        let revision = self.next_revision(root)?;
+        let history = self.own_history(root)?;
+        let revision = self.next_revision(root, &history.1.1)?;
         let dir_name = format!("{REV_PREFIX}{}", rev_name(revision, &bundle.hash()));
         let made = self
             .write_revision(root, &dir_name, bundle)
@@ -81,20 +83,24 @@ impl Writer {
         self.unlink_stale(root, bundle)?;
         fsync(root, &self.target)?;
         flipped();
-        self.tidy(root)?;
+        self.tidy(root, history)?;
         Ok(Outcome::Written { revision, drift })
     }
 
     /// One past the highest number certsync wrote: the one its own `..data`
-    /// names ([`own_link`]; the directory may be gone), its history's, and its
-    /// own revisions' at the root. A root entry numbered past [`MAX_COUNTED`]
+    /// names ([`own_live`]; the directory may be gone), its history's
+    /// (`history`, the publish's one listing of it), and its own revisions'
+    /// at the root. A root entry numbered past [`MAX_COUNTED`]
     /// is none certsync wrote (its own, renamed while the target was
     /// writable): counted, it overflowed the count or made it come back to
     /// one number; tidy removes it as newer than live.
-    fn next_revision(&self, root: &Dir) -> Result<u64, WriterError> {
-        let live = own_link(root, DATA);
-        let live = live.and_then(|l| Some(parse_rev(l.strip_prefix(REV_PREFIX)?)?.0));
-        let known = live.into_iter().chain(history(root)?.1.into_keys()).max();
+    fn next_revision(
+        &self,
+        root: &Dir,
+        history: &BTreeMap<u64, String>,
+    ) -> Result<u64, WriterError> {
+        let live = own_live(root).map(|l| l.0);
+        let known = live.into_iter().chain(history.keys().copied()).max();
         let mut max = known.unwrap_or(0);
         for n in list(root, &self.target)? {
             if let Some((number, _)) = n.strip_prefix(REV_PREFIX).and_then(parse_rev)

@@ -12,7 +12,7 @@ use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
 use nix::fcntl::OFlag;
 
 use super::error::{Ctx, WriterError};
-use super::layout::{NotOwn, RevisionProblem, TMP_PREFIX, own};
+use super::layout::{DATA, NotOwn, REV_PREFIX, RevisionProblem, TMP_PREFIX, own};
 use crate::beneath::{self, Links, PathError, Start};
 use crate::bundle::{Bundle, ContentHash};
 use crate::validate::MAX_PUBLISHED_SIZE;
@@ -58,6 +58,20 @@ pub(super) fn said_by_the_file(e: &io::Error) -> bool {
     )
 }
 
+/// A read in a target whose failure, if any, is the file's (`Ok`); one
+/// that says nothing of the file (not [`said_by_the_file`]) is an error,
+/// never taken for what is there.
+pub(super) fn said<T>(read: Result<T, PathError>) -> Result<Result<T, PathError>, WriterError> {
+    match read {
+        Err(PathError::Io { path, source }) if !said_by_the_file(&source) => Err(WriterError::Io {
+            op: "read",
+            path,
+            source,
+        }),
+        read => Ok(read),
+    }
+}
+
 /// What [`judged`] found under a name in a target.
 pub(super) enum Found {
     /// A directory of certsync's own ([`own`]), opened.
@@ -98,13 +112,6 @@ pub(super) fn judged(parent: &Dir, name: &str, shown: &Path) -> Result<Found, Wr
     }
 }
 
-pub(super) fn not_a_dir(e: io::Error) -> String {
-    match e.raw_os_error() {
-        Some(nix::libc::ELOOP) | Some(nix::libc::ENOTDIR) => "not a directory".into(),
-        _ => e.to_string(),
-    }
-}
-
 /// Reads the revision directory `name` of `parent` (never through a
 /// symlink), if it is certsync's own ([`judged`]; one that is not is never
 /// read): its regular files with their modes and owners. `Err`: it could not
@@ -116,58 +123,27 @@ pub(super) fn read_revision_at(
     name: &str,
     shown: &Path,
 ) -> Result<Result<Revision, RevisionProblem>, WriterError> {
-    let unreadable =
-        |e: &dyn std::fmt::Display| Ok(Err(RevisionProblem::Unreadable(e.to_string())));
-    let not = |why: &dyn std::fmt::Display| unreadable(&format!("{}: {why}", shown.display()));
+    use RevisionProblem::{NotADirectory, NotOwn};
+    let not = |problem| Ok(Err(problem));
     let dir = match judged(parent, name, shown)? {
         Found::Own(dir) => dir,
-        Found::Missing => return not(&"missing"),
-        Found::Planted(None) => return not(&"not a directory"),
-        Found::Planted(Some(p)) => return not(&p),
+        Found::Missing => return not(NotADirectory(shown.to_owned(), "missing")),
+        Found::Planted(None) => return not(NotADirectory(shown.to_owned(), "not a directory")),
+        Found::Planted(Some(why)) => return not(NotOwn(shown.to_owned(), why)),
     };
     let mut rev = Revision::default();
     for name in list(&dir, shown)? {
         let path = shown.join(&name);
-        let (bytes, meta) = match read_file(&dir, &name, &path) {
+        let (bytes, meta) = match said(read_file(&dir, &name, &path))? {
             Ok(read) => read,
-            Err(PathError::Io { path, source }) if !said_by_the_file(&source) => {
-                return Err(WriterError::Io {
-                    op: "read",
-                    path,
-                    source,
-                });
-            }
-            Err(e) => return unreadable(&e),
+            Err(e) => return not(RevisionProblem::File(e)),
         };
         if let Err(e) = rev.bundle.insert(&name, bytes, path.display().to_string()) {
-            return unreadable(&e);
+            return not(RevisionProblem::Bundle(e));
         }
         rev.meta.insert(name, meta);
     }
     Ok(Ok(rev))
-}
-
-/// Whether a revision's files are as certsync wrote them: one link each
-/// (a second name may be anywhere: root's key linked into a history
-/// entry), and one owner and group for all.
-pub(super) fn as_written(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
-    if let Some((name, m)) = rev.meta.iter().find(|(_, m)| m.3 > 1) {
-        return Err(RevisionProblem::HardLink {
-            path: shown.join(name),
-            links: m.3,
-        });
-    }
-    let owners: std::collections::BTreeSet<(u32, u32)> =
-        rev.meta.values().map(|m| (m.1, m.2)).collect();
-    if owners.len() > 1 {
-        return Err(RevisionProblem::Owners(
-            rev.meta
-                .iter()
-                .map(|(n, m)| (shown.join(n), m.1, m.2))
-                .collect(),
-        ));
-    }
-    Ok(())
 }
 
 /// The directory of a copy outside the target (`update-pair=`,
@@ -335,23 +311,32 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
     replace_beneath(&dir, name, mode, None, bytes, parent)
 }
 
-/// The text of the symlink `name` if it is certsync's user's, looked at and
-/// read on one handle (`O_PATH|O_NOFOLLOW`, `fstat`, `readlinkat`): a link
-/// exchanged between a look at the name and a read of it would be taken for
-/// certsync's, and its number counted.
-pub(super) fn own_link(dir: &Dir, name: &str) -> Option<String> {
+/// The text of the symlink `name`, and whether it is certsync's user's
+/// ([`own`]), looked at and read on one handle (`O_PATH|O_NOFOLLOW`,
+/// `fstat`, `readlinkat`): a link exchanged between a look at the name and
+/// a read of it would be taken for certsync's, and its number counted.
+pub(super) fn link_at(dir: &Dir, name: &str) -> Option<(String, Result<(), NotOwn>)> {
     use nix::fcntl::{OFlag, openat, readlinkat};
     let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let fd = openat(dir, name, flags, nix::sys::stat::Mode::empty()).ok()?;
     let st = nix::sys::stat::fstat(&fd).ok()?;
-    let link = st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK;
-    (link && own(st.st_uid, 0).is_ok()).then_some(())?;
-    readlinkat(&fd, "").ok()?.into_string().ok()
+    (st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK).then_some(())?;
+    let text = readlinkat(&fd, "").ok()?.into_string().ok()?;
+    Some((text, own(st.st_uid, 0)))
 }
 
+/// The number and name of the revision certsync's own `..data` names
+/// ([`link_at`]): one of another user's names none certsync made.
+pub(super) fn own_live(root: &Dir) -> Option<(u64, String)> {
+    let (name, Ok(())) = link_at(root, DATA)? else {
+        return None;
+    };
+    Some((parse_rev(name.strip_prefix(REV_PREFIX)?)?.0, name))
+}
+
+/// The text of the symlink `name`, whoever's it is ([`link_at`]).
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {
-    let link = dir.read_link_contents(name).ok()?;
-    link.to_str().map(str::to_owned)
+    link_at(dir, name).map(|(text, _)| text)
 }
 
 /// Names in `dir`, sorted.

@@ -9,9 +9,7 @@ use super::error::WriterError;
 use super::history::{history, options_of};
 use super::layout::{HISTORY, PIN, RevisionProblem, own};
 use super::publish::Outcome;
-use super::revision::{
-    Revision, as_written, parse_rev, read_file, read_revision_at, replace_beneath, said_by_the_file,
-};
+use super::revision::{Revision, parse_rev, read_file, read_revision_at, replace_beneath, said};
 use super::target::Writer;
 use crate::beneath::PathError;
 use crate::bundle::Bundle;
@@ -25,23 +23,15 @@ pub struct RolledBack {
 /// The rollback pin, if `..pin` holds one; `Err` when it is not certsync's
 /// own (not a regular file, [`own`], a hard link): never obeyed.
 pub(super) fn read_pin(root: &Dir) -> Result<Option<(String, String)>, WriterError> {
-    let (bytes, (mode, uid, _, links)) = match read_file(root, PIN, Path::new(PIN)) {
-        Ok(read) => read,
-        Err(PathError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(None);
-        }
-        // A read that failed for a reason of the process or the volume (EMFILE,
-        // EIO) is no proof of no pin: taken for none, or the pin for not
-        // certsync's, the next publish undid the operator's rollback.
-        Err(PathError::Io { path, source }) if !said_by_the_file(&source) => {
-            return Err(WriterError::Io {
-                op: "read",
-                path,
-                source,
-            });
-        }
-        Err(e) => return Err(WriterError::Pin(e.to_string())),
-    };
+    let read = read_file(root, PIN, Path::new(PIN));
+    if read.as_ref().is_err_and(PathError::is_not_found) {
+        return Ok(None);
+    }
+    // A read that failed for a reason of the process or the volume (EMFILE,
+    // EIO) is no proof of no pin ([`said`]): taken for none, or the pin for
+    // not certsync's, the next publish undid the operator's rollback.
+    let (bytes, (mode, uid, _, links)) =
+        said(read)?.map_err(|e| WriterError::Pin(e.to_string()))?;
     let pin = |p: String| WriterError::Pin(format!("{PIN}: {p}"));
     own(uid, mode).map_err(|p| pin(p.to_string()))?;
     if links != 1 {
@@ -110,9 +100,7 @@ impl Writer {
         let shown = self.path(HISTORY).join(name);
         let revision = h.ok_or_else(|| err(WriterError::NoHistory)).and_then(|h| {
             read_revision_at(&h, name, &shown)?
-                .and_then(|r| as_written(&r, &shown).map(|()| r))
-                .and_then(|r| unchanged(&r, name, &shown).map(|()| r))
-                .and_then(|r| certsyncs_own(&r, &shown).map(|()| r))
+                .and_then(|r| restorable(&r, name, &shown).map(|()| r))
                 .map_err(|problem| err(WriterError::RevisionUntrusted { number, problem }))
         })?;
         check(&revision.bundle).map_err(|problem| err(WriterError::Refused { number, problem }))?;
@@ -137,25 +125,37 @@ impl Writer {
     }
 }
 
-/// A history entry's content is still what its name's hash says.
-fn unchanged(rev: &Revision, name: &str, shown: &Path) -> Result<(), RevisionProblem> {
+/// Whether the history entry `name` may be restored as it is:
+/// - its files are as certsync wrote them: one link each (a second name
+///   may be anywhere: root's key linked into a history entry), and one
+///   owner and group for all;
+/// - its content is still what its name's hash says;
+/// - its files are certsync's own user's. With `owner=` they are the
+///   consumer's, who may rewrite them through a handle kept open, and the
+///   name's 32-bit hash is matched in minutes (bytes after the key's END
+///   line): rolling back would publish and pin the consumer's pair.
+fn restorable(rev: &Revision, name: &str, shown: &Path) -> Result<(), RevisionProblem> {
+    if let Some((name, m)) = rev.meta.iter().find(|(_, m)| m.3 > 1) {
+        return Err(RevisionProblem::HardLink {
+            path: shown.join(name),
+            links: m.3,
+        });
+    }
+    let owners: std::collections::BTreeSet<(u32, u32)> =
+        rev.meta.values().map(|m| (m.1, m.2)).collect();
+    if owners.len() > 1 {
+        let owners = rev.meta.iter().map(|(n, m)| (shown.join(n), m.1, m.2));
+        return Err(RevisionProblem::Owners(owners.collect()));
+    }
     let named = parse_rev(name).map(|(_, h)| h);
     let hash = rev.bundle.hash();
-    if named == Some(hash.short().as_str()) {
-        return Ok(());
+    if named != Some(hash.short().as_str()) {
+        return Err(RevisionProblem::Changed {
+            path: shown.to_owned(),
+            hash: hash.short(),
+            named: named.map(str::to_owned),
+        });
     }
-    Err(RevisionProblem::Changed {
-        path: shown.to_owned(),
-        hash: hash.short(),
-        named: named.map(str::to_owned),
-    })
-}
-
-/// A history entry's files are certsync's own user's. With `owner=` they
-/// are the consumer's, who may rewrite them through a handle kept open,
-/// and the name's 32-bit hash is matched in minutes (bytes after the
-/// key's END line): rolling back would publish and pin the consumer's pair.
-fn certsyncs_own(rev: &Revision, shown: &Path) -> Result<(), RevisionProblem> {
     let me = nix::unistd::geteuid().as_raw();
     match rev.meta.iter().find(|(_, m)| m.1 != me) {
         Some((name, m)) => Err(RevisionProblem::NotCertsyncs {
