@@ -40,7 +40,7 @@ impl Writer {
     pub(super) fn live_in(&self, root: &Dir) -> Result<Option<Live>, WriterError> {
         // Anything but a symlink to one of our revisions: never followed.
         // Judged and read on one handle ([`link_at`]), never by its name twice.
-        let Some((dir_name, data_own)) = link_at(root, DATA) else {
+        let Some((dir_name, data_own)) = link_at(root, DATA, &self.path(DATA))? else {
             return Ok(None);
         };
         let Some((revision, name_hash)) = dir_name.strip_prefix(REV_PREFIX).and_then(parse_rev)

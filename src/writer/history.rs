@@ -202,7 +202,7 @@ impl Writer {
         // Only certsync's own `..data` ([`own_live`]): one of another user's
         // naming an older number made certsync's live revision newer than
         // "live", removed.
-        let live = own_live(root);
+        let live = own_live(root, &self.path(DATA))?;
         for name in list(root, &self.target)? {
             if name.starts_with(TMP_PREFIX) {
                 remove_any(root, &name, &self.path(&name))?;

@@ -307,6 +307,37 @@ fn attack_a_revision_that_cannot_be_opened_for_a_moment_is_not_removed() {
     assert!(found, "a's revision is lost: {revisions:?}");
 }
 
+/// `..data` that cannot be opened for a moment (EMFILE) after the flip is
+/// an error, never "no live revision of certsync's": taken for none, tidy
+/// moved the revision just made live into history (with one kept, removed
+/// it) while the publish said it was written, the consumer's files dangling.
+#[test]
+fn attack_a_data_link_that_cannot_be_opened_for_a_moment_never_retires_the_live_revision() {
+    for keep in [4, 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = WriterOptions {
+            keep,
+            ..Default::default()
+        };
+        let w = Writer::open(dir.path().join("target"), opts).unwrap();
+        let b = bundle("b");
+        w.publish(&bundle("a")).unwrap();
+        let published = w.publish_then(&b, || fail_once(DATA, 0, nix::libc::EMFILE));
+        assert!(
+            FAILS.with(|f| f.borrow().is_none()),
+            "keep {keep}: ..data not looked at"
+        );
+        assert!(emfile(&published), "keep {keep}: {published:?}");
+        let live = fs::read(w.target().join(KEY_FILE));
+        assert_eq!(
+            live.ok(),
+            b.get(KEY_FILE).map(<[u8]>::to_vec),
+            "keep {keep}"
+        );
+        holds(&w, 2, &b).unwrap_or_else(|e| panic!("keep {keep}: {e}"));
+    }
+}
+
 /// The live revision that cannot be opened for a moment (EMFILE) at the
 /// look for drift is not drift: taken for it, the unchanged content was
 /// written again (a reload, a drift Event) and the oldest rollback

@@ -99,7 +99,7 @@ impl Writer {
         root: &Dir,
         history: &BTreeMap<u64, String>,
     ) -> Result<u64, WriterError> {
-        let live = own_live(root).map(|l| l.0);
+        let live = own_live(root, &self.path(DATA))?.map(|l| l.0);
         let known = live.into_iter().chain(history.keys().copied()).max();
         let mut max = known.unwrap_or(0);
         for n in list(root, &self.target)? {

@@ -315,28 +315,51 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
 /// ([`own`]), looked at and read on one handle (`O_PATH|O_NOFOLLOW`,
 /// `fstat`, `readlinkat`): a link exchanged between a look at the name and
 /// a read of it would be taken for certsync's, and its number counted.
-pub(super) fn link_at(dir: &Dir, name: &str) -> Option<(String, Result<(), NotOwn>)> {
+/// Missing, not a link or not UTF-8: none. Any other failure (EMFILE) says
+/// nothing of the link: an error, never "none of certsync's", which had
+/// tidy retire the revision just made live.
+pub(super) fn link_at(
+    dir: &Dir,
+    name: &str,
+    shown: &Path,
+) -> Result<Option<(String, Result<(), NotOwn>)>, WriterError> {
     use nix::fcntl::{OFlag, openat, readlinkat};
+    #[cfg(test)]
+    super::planted_tests::fails(name).ctx("open", shown)?;
     let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = openat(dir, name, flags, nix::sys::stat::Mode::empty()).ok()?;
-    let st = nix::sys::stat::fstat(&fd).ok()?;
-    (st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK).then_some(())?;
-    let text = readlinkat(&fd, "").ok()?.into_string().ok()?;
-    Some((text, own(st.st_uid, 0)))
+    let fd = match openat(dir, name, flags, nix::sys::stat::Mode::empty()) {
+        Err(nix::errno::Errno::ENOENT) => return Ok(None),
+        fd => fd.map_err(io::Error::from).ctx("open", shown)?,
+    };
+    let st = nix::sys::stat::fstat(&fd).map_err(io::Error::from);
+    let st = st.ctx("stat", shown)?;
+    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFLNK {
+        return Ok(None);
+    }
+    let text = readlinkat(&fd, "")
+        .map_err(io::Error::from)
+        .ctx("read", shown)?;
+    Ok(text.into_string().ok().map(|t| (t, own(st.st_uid, 0))))
 }
 
 /// The number and name of the revision certsync's own `..data` names
 /// ([`link_at`]): one of another user's names none certsync made.
-pub(super) fn own_live(root: &Dir) -> Option<(u64, String)> {
-    let (name, Ok(())) = link_at(root, DATA)? else {
-        return None;
+pub(super) fn own_live(root: &Dir, shown: &Path) -> Result<Option<(u64, String)>, WriterError> {
+    let Some((name, Ok(()))) = link_at(root, DATA, shown)? else {
+        return Ok(None);
     };
-    Some((parse_rev(name.strip_prefix(REV_PREFIX)?)?.0, name))
+    let number = name
+        .strip_prefix(REV_PREFIX)
+        .and_then(parse_rev)
+        .map(|(n, _)| n);
+    Ok(number.map(|n| (n, name)))
 }
 
-/// The text of the symlink `name`, whoever's it is ([`link_at`]).
+/// The text of the symlink `name`, whoever's it is, for what is shown or
+/// repaired (never counted: [`link_at`] is for that).
 pub(super) fn read_link(dir: &Dir, name: &str) -> Option<String> {
-    link_at(dir, name).map(|(text, _)| text)
+    let link = dir.read_link_contents(name).ok()?;
+    link.to_str().map(str::to_owned)
 }
 
 /// Names in `dir`, sorted.
