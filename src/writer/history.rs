@@ -133,7 +133,7 @@ impl Writer {
 
     /// Moves the files of `..rev-X` (revision `number`, `rest` its name
     /// after the prefix) into `..history/X` (or removes them when
-    /// `keep == 1`), then the emptied directory; `history` ([`tidy`]'s
+    /// `keep == 1`), then the emptied directory; `history` ([`Self::tidy`]'s
     /// listing) says where it went.
     fn retire(
         &self,

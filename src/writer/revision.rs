@@ -311,6 +311,9 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
     replace_beneath(&dir, name, mode, None, bytes, parent)
 }
 
+/// A symlink's text, and whether it is certsync's user's ([`own`]).
+pub(super) type Link = (String, Result<(), NotOwn>);
+
 /// The text of the symlink `name`, and whether it is certsync's user's
 /// ([`own`]), looked at and read on one handle (`O_PATH|O_NOFOLLOW`,
 /// `fstat`, `readlinkat`): a link exchanged between a look at the name and
@@ -318,11 +321,7 @@ pub fn replace_file(path: &Path, mode: u32, bytes: &[u8]) -> Result<(), WriterEr
 /// Missing, not a link or not UTF-8: none. Any other failure (EMFILE) says
 /// nothing of the link: an error, never "none of certsync's", which had
 /// tidy retire the revision just made live.
-pub(super) fn link_at(
-    dir: &Dir,
-    name: &str,
-    shown: &Path,
-) -> Result<Option<(String, Result<(), NotOwn>)>, WriterError> {
+pub(super) fn link_at(dir: &Dir, name: &str, shown: &Path) -> Result<Option<Link>, WriterError> {
     use nix::fcntl::{OFlag, openat, readlinkat};
     #[cfg(test)]
     super::planted_tests::fails(name).ctx("open", shown)?;
