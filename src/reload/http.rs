@@ -424,6 +424,22 @@ mod tests {
         }
     }
 
+    /// A hook trusting the CA file `ca.crt` in `d` (not written yet).
+    fn hook_trusting(d: &std::path::Path) -> (std::path::PathBuf, HttpHook) {
+        let ca = d.join("ca.crt");
+        let hook = HttpHook::new(&HttpHookConfig {
+            ca_file: Some(ca.clone()),
+            ..config("https://127.0.0.1:1/")
+        })
+        .unwrap();
+        (ca, hook)
+    }
+
+    fn example(name: &str) -> Vec<u8> {
+        let at = format!("{}/examples/certs/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(at).unwrap()
+    }
+
     #[test]
     fn config_errors_are_clear() {
         let cases = [
@@ -475,21 +491,8 @@ mod tests {
             return;
         }
         let d = tempfile::tempdir().unwrap();
-        let ca = d.path().join("ca.crt");
-        let hook = HttpHook::new(&HttpHookConfig {
-            ca_file: Some(ca.clone()),
-            ..config("https://127.0.0.1:1/")
-        })
-        .unwrap();
-        std::fs::write(
-            &ca,
-            std::fs::read(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/examples/certs/ca.crt"
-            ))
-            .unwrap(),
-        )
-        .unwrap();
+        let (ca, hook) = hook_trusting(d.path());
+        std::fs::write(&ca, example("ca.crt")).unwrap();
         std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(hook.build_client().is_ok(), "root's 0644 file");
         std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -509,25 +512,11 @@ mod tests {
     #[test]
     fn attack_a_reload_ca_file_with_a_block_that_is_no_certificate_is_refused() {
         let d = tempfile::tempdir().unwrap();
-        let ca = d.path().join("ca.crt");
-        let hook = HttpHook::new(&HttpHookConfig {
-            ca_file: Some(ca.clone()),
-            ..config("https://127.0.0.1:1/")
-        })
-        .unwrap();
-        let cert = std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/certs/ca.crt"
-        ))
-        .unwrap();
+        let (ca, hook) = hook_trusting(d.path());
+        let cert = example("ca.crt");
         std::fs::write(&ca, &cert).unwrap();
         assert!(hook.build_client().is_ok(), "a CA certificate");
-        let key = std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/certs/tls.key"
-        ))
-        .unwrap();
-        std::fs::write(&ca, [cert.as_slice(), key.as_slice()].concat()).unwrap();
+        std::fs::write(&ca, [cert, example("tls.key")].concat()).unwrap();
         let Err(e) = hook.build_client() else {
             panic!("a CA file holding a key was read");
         };

@@ -136,6 +136,18 @@ fn holds(w: &Writer, number: u64, b: &Bundle) -> Result<(), String> {
     Err(format!("{:?}", shown.collect::<Vec<_>>()))
 }
 
+/// A target (keep 4) where a, b, c, d and e were published: e is live,
+/// revision 5.
+fn five_published() -> (tempfile::TempDir, Writer, Bundle) {
+    let (d, w) = setup();
+    for t in ["a", "b", "c", "d"] {
+        w.publish(&bundle(t)).unwrap();
+    }
+    let e = bundle("e");
+    w.publish(&e).unwrap();
+    (d, w, e)
+}
+
 fn live_name(w: &Writer) -> String {
     fs::read_link(w.target().join(DATA))
         .unwrap()
@@ -817,12 +829,7 @@ fn attack_a_planted_data_link_and_a_renamed_history_never_lose_the_live_revision
     if !nix::unistd::geteuid().is_root() {
         return;
     }
-    let (_d, w) = setup();
-    for t in ["a", "b", "c", "d"] {
-        w.publish(&bundle(t)).unwrap();
-    }
-    let e = bundle("e");
-    w.publish(&e).unwrap();
+    let (_d, w, e) = five_published();
     let own = live_name(&w);
     fs::rename(w.target().join(HISTORY), w.target().join("elsewhere")).unwrap();
     let data = w.target().join(DATA);
@@ -865,12 +872,7 @@ fn attack_a_planted_data_link_met_at_start_never_removes_the_live_revision() {
     if !nix::unistd::geteuid().is_root() {
         return;
     }
-    let (_d, w) = setup();
-    for t in ["a", "b", "c", "d"] {
-        w.publish(&bundle(t)).unwrap();
-    }
-    let e = bundle("e");
-    w.publish(&e).unwrap();
+    let (_d, w, e) = five_published();
     let data = w.target().join(DATA);
     fs::remove_file(&data).unwrap();
     std::os::unix::fs::symlink(format!("{REV_PREFIX}000001-00000000"), &data).unwrap();
@@ -943,12 +945,7 @@ fn attack_an_own_revision_renamed_to_a_history_number_never_shares_it() {
 /// previous revision was lost for rollback.
 #[test]
 fn attack_an_empty_history_entry_left_by_an_error_never_loses_the_previous_revision() {
-    let (_d, w) = setup();
-    for t in ["a", "b", "c", "d"] {
-        w.publish(&bundle(t)).unwrap();
-    }
-    let e = bundle("e");
-    w.publish(&e).unwrap();
+    let (_d, w, e) = five_published();
     let entry = live_name(&w).strip_prefix(REV_PREFIX).unwrap().to_owned();
     fail_once(&entry, 0, nix::libc::EMFILE);
     let published = w.publish(&bundle("f"));
@@ -967,12 +964,7 @@ fn attack_an_empty_history_entry_left_by_an_error_never_loses_the_previous_revis
 /// empties the history entry that holds the revision.
 #[test]
 fn attack_a_retire_interrupted_after_its_moves_never_empties_the_history_entry() {
-    let (_d, w) = setup();
-    for t in ["a", "b", "c", "d"] {
-        w.publish(&bundle(t)).unwrap();
-    }
-    let e = bundle("e");
-    w.publish(&e).unwrap();
+    let (_d, w, e) = five_published();
     let e_name = live_name(&w);
     w.publish(&bundle("f")).unwrap();
     assert!(holds(&w, 5, &e).is_ok(), "setup: revision 5 not in history");
