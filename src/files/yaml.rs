@@ -1,5 +1,5 @@
 //! The one way certsync parses YAML from outside (a config file, a
-//! kubeconfig, a ClusterConfiguration): refused before the parser sees it
+//! kubeconfig, a ClusterConfiguration, a static pod manifest): refused before the parser sees it
 //! where the parser would work more than linearly or another YAML reader
 //! (kubeadm's go-yaml) would read something else.
 
