@@ -84,6 +84,49 @@ fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
     }
 }
 
+/// ATTACK (s7 atk18): `Manifest::read` lost its check on the parsed value (`plain`: no key
+/// `<<`, no tagged key anywhere) for `files::check_yaml`'s byte scan, which takes a `'`
+/// after a space inside a plain scalar (an annotation `the scheduler 's`) for the start of
+/// a quoted string and skips everything after it. go-yaml (the kubelet) reads that
+/// annotation as plain text and then merges the `<<` below it; adopt reads a key named
+/// `<<`. Before 9c6a89d each of these was refused (NotPlain, or for !!binary the commit's
+/// own fix); now all are read.
+#[test]
+fn attack_a_merge_key_or_tag_after_a_quote_inside_a_plain_scalar_is_still_refused() {
+    let original = fixture("manifests/kube-scheduler.yaml");
+    let labels = "  labels:\n";
+    assert!(original.contains(labels), "the fixture's labels");
+    let opened = original.replacen(
+        labels,
+        &format!("  annotations:\n    note: the scheduler 's\n{labels}"),
+        1,
+    );
+    let mounts = "    volumeMounts:\n    - mountPath: /etc/kubernetes/scheduler.conf\n      name: kubeconfig\n      readOnly: true\n";
+    assert!(opened.contains(mounts), "the fixture's mounts as written");
+    // The kubelet mounts nothing here; adopt reads a container without volumeMounts
+    // beside a key named `<<`.
+    let merged_mounts = opened.replace(mounts, "    <<: {volumeMounts: []}\n");
+    let tagged_key = opened.replace("  volumes:\n", "  !x volumes:\n");
+    let command = "    - kube-scheduler\n";
+    let binary = opened.replace(
+        command,
+        &format!("{command}    - !!binary LS10bHMtY2VydC1maWxlPS9ldGMvZXZpbA==\n"),
+    );
+    // The annotation alone is fine.
+    Manifest::read(opened.as_bytes()).expect("the annotation alone is a plain manifest");
+    for text in [merged_mounts, tagged_key, binary] {
+        let read = Manifest::read(text.as_bytes());
+        assert!(
+            matches!(
+                read,
+                Err(FileProblem::NotYaml(YamlError::MergeKey | YamlError::Tag))
+            ),
+            "read as {:?}:\n{text}",
+            read.map(|_| "a manifest")
+        );
+    }
+}
+
 /// The API server's manifest fixture with `from` replaced by `to`, as adopt judges it.
 fn api_server_conflict(from: &str, to: &str) -> Result<(), FileProblem> {
     let comps = manifest::components();
