@@ -88,12 +88,54 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, YamlE
         return Err(YamlError::ByteOrderMarks);
     }
     check_yaml(text)?;
+    // The scan cannot tell a quote inside plain text (`note: the scheduler 's`)
+    // from one that starts a quoted scalar, and skips what follows such a
+    // quote; the parsed tree can: no `<<` key and no `!tag`, whatever the text.
+    plain(&serde_yaml_ng::from_str(text).map_err(YamlError::Parse)?)?;
     serde_yaml_ng::from_str(text).map_err(YamlError::Parse)
+}
+
+/// No merge key and no local tag (`!x`) anywhere in `v`. Core tags
+/// (`!!binary`) are resolved by the parser and leave no trace here: only
+/// [`check_yaml`] sees them.
+fn plain(v: &serde_yaml_ng::Value) -> Result<(), YamlError> {
+    use serde_yaml_ng::Value;
+    match v {
+        Value::Mapping(m) => m.iter().try_for_each(|(k, v)| match k {
+            _ if *k == "<<" => Err(YamlError::MergeKey),
+            _ => plain(k).and_then(|()| plain(v)),
+        }),
+        Value::Sequence(s) => s.iter().try_for_each(plain),
+        Value::Tagged(_) => Err(YamlError::Tag),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{YamlError, check_yaml};
+    use super::{YamlError, check_yaml, parse_yaml};
+
+    #[test]
+    fn attack_a_merge_key_or_tag_after_a_quote_inside_plain_text_is_refused() {
+        let opened = "note: the scheduler 's\n";
+        for (text, merge) in [
+            (
+                format!("{opened}apiServer:\n  <<: {{certSANs: [a]}}\n"),
+                true,
+            ),
+            (format!("{opened}apiServer:\n  !x certSANs: [a]\n"), false),
+            (format!("{opened}apiServer:\n  certSANs: [!x a]\n"), false),
+        ] {
+            assert!(check_yaml(&text).is_ok(), "the scan skips it: {text}");
+            let e = parse_yaml::<serde_yaml_ng::Value>(&text);
+            let want = |e: &YamlError| match merge {
+                true => matches!(e, YamlError::MergeKey),
+                false => matches!(e, YamlError::Tag),
+            };
+            assert!(e.as_ref().is_err_and(want), "{text}: {e:?}");
+        }
+        parse_yaml::<serde_yaml_ng::Value>(opened).expect("the note alone");
+    }
 
     #[test]
     fn aliases_and_deep_flow_nesting_are_refused_quoted_text_is_not() {
