@@ -163,6 +163,26 @@ pub(super) async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Val
     Ok(crate::kubeadm::api::kubeadm_config(&access).await?.0)
 }
 
+/// kubeadm reads the ClusterConfiguration with go-yaml, which merges a `<<` key: there
+/// `certificatesDir` is `/srv/pki`, a layout adopt refuses, while a reader that takes `<<`
+/// for a plain key sees kubeadm's default and would adopt.
+#[tokio::test]
+async fn attack_a_cluster_configuration_go_yaml_reads_otherwise_is_refused() {
+    let kubeadms = super::fixture("cluster-configuration.yaml");
+    let merged = kubeadms.replace(
+        "certificatesDir: /etc/kubernetes/pki\n",
+        "<<: {certificatesDir: /srv/pki}\n",
+    );
+    assert_ne!(merged, kubeadms);
+    let api = ConfigMapApi::holding(&merged).await;
+    let dir = adopted_node_on(&api);
+    let read = cluster_configuration(dir.path()).await;
+    assert!(
+        matches!(read, Err(KubeadmError::ClusterConfiguration(_))),
+        "{read:?}"
+    );
+}
+
 #[tokio::test]
 async fn adopt_reaches_the_backups_server_not_the_one_admin_conf_names() {
     // The container points admin.conf at its own listener (the genuine

@@ -372,7 +372,11 @@ pub(super) async fn bind() -> (tokio::net::TcpListener, String) {
 impl ConfigMapApi {
     /// An API server holding kubeadm's ClusterConfiguration.
     pub(super) async fn start() -> ConfigMapApi {
-        let cluster_configuration = super::fixture("cluster-configuration.yaml");
+        Self::holding(&super::fixture("cluster-configuration.yaml")).await
+    }
+
+    /// An API server holding `cluster_configuration` as kubeadm-config's ClusterConfiguration.
+    pub(super) async fn holding(cluster_configuration: &str) -> ConfigMapApi {
         let (listener, url) = bind().await;
         let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let stored = serde_json::json!({
