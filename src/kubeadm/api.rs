@@ -115,8 +115,9 @@ pub async fn kubeadm_config(access: &Access) -> Result<(Value, kube::Client), Ku
         .as_ref()
         .and_then(|d| d.get(CLUSTER_CONFIGURATION_KEY))
         .ok_or(KubeadmError::NoClusterConfiguration)?;
+    // kubeadm reads it with go-yaml: what that reads otherwise (a merge key, a tag) is refused.
     let config: Value =
-        serde_yaml_ng::from_str(text).map_err(KubeadmError::ClusterConfiguration)?;
+        crate::files::parse_yaml(text).map_err(KubeadmError::ClusterConfiguration)?;
     Ok((config, client))
 }
 

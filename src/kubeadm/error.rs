@@ -48,7 +48,7 @@ pub enum KubeadmError {
     #[error("ConfigMap kube-system/kubeadm-config: no {CLUSTER_CONFIGURATION_KEY} key")]
     NoClusterConfiguration,
     #[error("ConfigMap kube-system/kubeadm-config: {CLUSTER_CONFIGURATION_KEY}: {0}")]
-    ClusterConfiguration(#[source] serde_yaml_ng::Error),
+    ClusterConfiguration(#[source] crate::files::YamlError),
     #[error("initial issuance failed ({0}); no manifest was changed")]
     Issue(#[source] serde_yaml_ng::Error),
     #[error(

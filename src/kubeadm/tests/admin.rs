@@ -168,6 +168,7 @@ pub(super) async fn cluster_configuration(d: &Path) -> Result<serde_yaml_ng::Val
 /// for a plain key sees kubeadm's default and would adopt.
 #[tokio::test]
 async fn attack_a_cluster_configuration_go_yaml_reads_otherwise_is_refused() {
+    use crate::files::YamlError;
     let kubeadms = super::fixture("cluster-configuration.yaml");
     let merged = kubeadms.replace(
         "certificatesDir: /etc/kubernetes/pki\n",
@@ -178,7 +179,10 @@ async fn attack_a_cluster_configuration_go_yaml_reads_otherwise_is_refused() {
     let dir = adopted_node_on(&api);
     let read = cluster_configuration(dir.path()).await;
     assert!(
-        matches!(read, Err(KubeadmError::ClusterConfiguration(_))),
+        matches!(
+            read,
+            Err(KubeadmError::ClusterConfiguration(YamlError::MergeKey))
+        ),
         "{read:?}"
     );
 }
