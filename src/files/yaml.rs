@@ -137,6 +137,23 @@ mod tests {
         parse_yaml::<serde_yaml_ng::Value>(opened).expect("the note alone");
     }
 
+    /// A core or verbatim tag leaves no trace in libyaml's tree (go-yaml decodes
+    /// `!!binary`: `--tls-cert-file=/etc/evil` in a manifest's command), so a
+    /// quote inside plain text before it must not hide it.
+    #[test]
+    fn attack_a_core_or_verbatim_tag_after_a_quote_inside_plain_text_is_refused() {
+        let opened = "note: the scheduler 's\n";
+        for tagged in [
+            "command:\n- !!binary LS10bHMtY2VydC1maWxlPS9ldGMvZXZpbA==\n",
+            "command:\n- !<tag:yaml.org,2002:binary> LS10bHMtY2VydC1maWxlPS9ldGMvZXZpbA==\n",
+            "certSANs: [!!str a]\n",
+        ] {
+            let text = format!("{opened}{tagged}");
+            let e = parse_yaml::<serde_yaml_ng::Value>(&text);
+            assert!(matches!(e, Err(YamlError::Tag)), "{text}: {e:?}");
+        }
+    }
+
     #[test]
     fn aliases_and_deep_flow_nesting_are_refused_quoted_text_is_not() {
         assert!(matches!(

@@ -107,9 +107,18 @@ fn attack_a_merge_key_or_tag_after_a_quote_inside_a_plain_scalar_is_still_refuse
     // beside a key named `<<`.
     let merged_mounts = opened.replace(mounts, "    <<: {volumeMounts: []}\n");
     let tagged_key = opened.replace("  volumes:\n", "  !x volumes:\n");
+    // `--tls-cert-file=/etc/evil` to the kubelet (go-yaml decodes `!!binary`), a flag
+    // adopt would not see.
+    let binary = "    - !!binary LS10bHMtY2VydC1maWxlPS9ldGMvZXZpbA==\n";
+    let binary_flag = opened.replacen(
+        "    - kube-scheduler\n",
+        &format!("    - kube-scheduler\n{binary}"),
+        1,
+    );
+    assert_ne!(binary_flag, opened, "the fixture's command");
     // The annotation alone is fine.
     Manifest::read(opened.as_bytes()).expect("the annotation alone is a plain manifest");
-    for text in [merged_mounts, tagged_key] {
+    for text in [merged_mounts, tagged_key, binary_flag] {
         let read = Manifest::read(text.as_bytes());
         assert!(
             matches!(
