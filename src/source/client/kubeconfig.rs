@@ -358,6 +358,35 @@ current-context: x
         }
     }
 
+    /// `files::check_yaml`'s scan takes the `'` of `the admin 's` for an
+    /// opened quoted string and skips the rest of the text; `parse_yaml`
+    /// checks the parsed tree for a `<<` key or a local tag since 7ea9c2a,
+    /// but `parse_kubeconfig` calls the scan alone. go-yaml (client-go,
+    /// kubectl) merges the `<<` mapping over the cluster certsync reads, and
+    /// reads a second byte-order mark as part of the first key.
+    #[test]
+    fn attack_a_merge_key_or_tag_after_a_quote_in_a_kubeconfig_is_refused() {
+        let opened = "apiVersion: v1\nkind: Config\nx-note: the admin 's\n";
+        let mut read = Vec::new();
+        for text in [
+            format!(
+                "{opened}clusters:\n- name: c\n  cluster:\n    server: https://10.0.0.1:6443\n  \
+                 <<: {{cluster: {{server: https://evil.test:6443}}}}\n"
+            ),
+            format!(
+                "{opened}clusters:\n- name: c\n  cluster:\n    server: !x https://10.0.0.1:6443\n"
+            ),
+            format!("\u{feff}\u{feff}{KUBECONFIG}"),
+        ] {
+            let one = crate::files::parse_yaml::<serde_yaml_ng::Value>(&text);
+            assert!(one.is_err(), "the one reader refuses it: {text}");
+            if let Ok(kc) = parse_kubeconfig(&text) {
+                read.push(format!("{text}: read as {:?}", kc.clusters));
+            }
+        }
+        assert!(read.is_empty(), "{read:#?}");
+    }
+
     #[test]
     fn a_broken_kubeconfig_is_an_error_with_the_place() {
         let e = parse_kubeconfig("clusters: [\n  - name: c\n").unwrap_err();
