@@ -10,7 +10,7 @@ pub use owned::{
     OWNED_WAY, no_other_user_may_recreate, no_other_user_may_write, only_root_may_change,
     owned_dir, read_owned, read_steering, steering_or_absent,
 };
-pub use yaml::{MAX_YAML_FLOW_DEPTH, YamlError, check_yaml, parse_yaml};
+pub use yaml::{MAX_YAML_FLOW_DEPTH, YamlError, check_documents, parse_yaml};
 
 /// Size cap of small text files: pidfiles, tokens (1 MiB is generous).
 pub const SMALL_FILE: u64 = 1 << 20;

@@ -209,7 +209,7 @@ async fn yaml_in(
         Err(e) => return Err(api_err("get", &object, e)),
     };
     let text = cm.data.and_then(|mut d| d.remove(key)).unwrap_or_default();
-    // Linear-time reading (no aliases, bounded nesting): see files::check_yaml.
+    // Linear-time reading (no aliases, bounded nesting): see files::parse_yaml.
     crate::files::parse_yaml(&text)
         .map(Some)
         .map_err(|source| ApproveError::NotYaml {

@@ -21,6 +21,9 @@ pub enum YamlError {
     /// A second U+FEFF after the one skipped.
     #[error("starts with more than one byte-order mark (U+FEFF)")]
     ByteOrderMarks,
+    /// Not YAML to granit-parser, which [`check_yaml`] reads it with.
+    #[error("{0}")]
+    Syntax(#[source] Box<granit_parser::ScanError>),
     #[error("{0}")]
     Parse(#[source] serde_yaml_ng::Error),
 }
@@ -30,50 +33,47 @@ pub enum YamlError {
 /// config file or kubeconfig needs 32.
 pub const MAX_YAML_FLOW_DEPTH: usize = 32;
 
-/// Refuses, before the parser sees it, what [`YamlError`] names. Quoted
-/// strings and comments are skipped; the rest is looked at byte by byte,
-/// so a block scalar holding ` *x` is refused too (failing closed).
-pub fn check_yaml(text: &str) -> Result<(), YamlError> {
-    let bytes = text.as_bytes();
-    let (mut depth, mut i) = (0usize, 0usize);
-    let mut quote: Option<u8> = None;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let prev = i.checked_sub(1).map(|p| bytes[p]);
-        let token_start =
-            prev.is_none_or(|p| matches!(p, b' ' | b'\t' | b'\n' | b'\r' | b'[' | b'{' | b','));
-        match (quote, b) {
-            (Some(b'"'), b'\\') => i += 1,
-            (Some(q), _) if b == q => quote = None,
-            (Some(_), _) => {}
-            (None, b'"' | b'\'') if token_start || prev == Some(b':') => quote = Some(b),
-            (None, b'#') if token_start => {
-                i += bytes[i..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .unwrap_or(bytes.len() - i);
-            }
-            (None, b'*') if token_start => {
-                return Err(YamlError::Alias);
-            }
-            (None, b'!') if token_start => {
-                return Err(YamlError::Tag);
-            }
-            (None, b'<') if token_start && bytes.get(i + 1) == Some(&b'<') => {
+/// Refuses, before libyaml sees it, what [`YamlError`] names, as a YAML
+/// parser reads each node (granit-parser: safe Rust, kube-rs' own), so a
+/// quote inside plain text (`note: the scheduler 's`) hides nothing after
+/// it, and a tag is seen whether local (`!x`), core (`!!binary`) or verbatim
+/// (`!<tag:yaml.org,2002:binary>`). Its events are read one at a time: a
+/// text is refused at the first node too deep, before the rest is read.
+fn check_yaml(text: &str) -> Result<(), YamlError> {
+    use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle};
+    let mut options = Options::default();
+    // An alias naming no anchor is an alias too, refused as one.
+    options.emit_unresolved_aliases = true;
+    // Each open collection, whether flow (`[`, `{`), and how many of them are.
+    let (mut open, mut flow) = (Vec::new(), 0usize);
+    for event in Parser::new_from_str_with_options(text, options) {
+        let (style, tag) = match event.map_err(|e| YamlError::Syntax(Box::new(e)))?.0 {
+            Event::Alias(_) | Event::UnresolvedAlias(_) => return Err(YamlError::Alias),
+            Event::Scalar(value, ScalarStyle::Plain, ..) if value == "<<" => {
                 return Err(YamlError::MergeKey);
             }
-            (None, b'[' | b'{') => {
-                depth += 1;
-                if depth > MAX_YAML_FLOW_DEPTH {
-                    return Err(YamlError::TooDeep {
-                        limit: MAX_YAML_FLOW_DEPTH,
-                    });
-                }
+            Event::Scalar(.., tag) => (None, tag.is_some()),
+            Event::SequenceStart(style, _, tag) | Event::MappingStart(style, _, tag) => {
+                (Some(style == StructureStyle::Flow), tag.is_some())
             }
-            (None, b']' | b'}') => depth = depth.saturating_sub(1),
-            _ => {}
+            Event::SequenceEnd | Event::MappingEnd => {
+                flow -= usize::from(open.pop() == Some(true));
+                (None, false)
+            }
+            _ => (None, false),
+        };
+        if tag {
+            return Err(YamlError::Tag);
         }
-        i += 1;
+        if let Some(is_flow) = style {
+            open.push(is_flow);
+            flow += usize::from(is_flow);
+            if flow > MAX_YAML_FLOW_DEPTH {
+                return Err(YamlError::TooDeep {
+                    limit: MAX_YAML_FLOW_DEPTH,
+                });
+            }
+        }
     }
     Ok(())
 }
@@ -87,16 +87,24 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, YamlE
     if text.starts_with('\u{feff}') {
         return Err(YamlError::ByteOrderMarks);
     }
-    check_yaml(text)?;
-    // The scan cannot tell a quote inside plain text (`note: the scheduler 's`)
-    // from one that starts a quoted scalar, and skips what follows such a
-    // quote; the parsed tree can: no `<<` key and no `!tag`, whatever the text.
-    plain(&serde_yaml_ng::from_str(text).map_err(YamlError::Parse)?)?;
+    check_documents(text)?;
     serde_yaml_ng::from_str(text).map_err(YamlError::Parse)
 }
 
+/// [`check_yaml`], then libyaml's own tree of each document: no `<<` key and
+/// no local tag (`!x`) there either, so where the two parsers read a text
+/// differently, what either of them sees is refused.
+pub fn check_documents(text: &str) -> Result<(), YamlError> {
+    use serde::Deserialize;
+    check_yaml(text)?;
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        plain(&serde_yaml_ng::Value::deserialize(doc).map_err(YamlError::Parse)?)?;
+    }
+    Ok(())
+}
+
 /// No merge key and no local tag (`!x`) anywhere in `v`. Core tags
-/// (`!!binary`) are resolved by the parser and leave no trace here: only
+/// (`!!binary`) are resolved by libyaml and leave no trace here: only
 /// [`check_yaml`] sees them.
 fn plain(v: &serde_yaml_ng::Value) -> Result<(), YamlError> {
     use serde_yaml_ng::Value;
@@ -126,7 +134,6 @@ mod tests {
             (format!("{opened}apiServer:\n  !x certSANs: [a]\n"), false),
             (format!("{opened}apiServer:\n  certSANs: [!x a]\n"), false),
         ] {
-            assert!(check_yaml(&text).is_ok(), "the scan skips it: {text}");
             let e = parse_yaml::<serde_yaml_ng::Value>(&text);
             let want = |e: &YamlError| match merge {
                 true => matches!(e, YamlError::MergeKey),
@@ -176,10 +183,12 @@ mod tests {
             let e = check_yaml(other);
             assert!(matches!(e, Err(YamlError::Tag)), "{other}: {e:?}");
         }
-        assert!(matches!(
-            check_yaml(&"[".repeat(33)),
-            Err(YamlError::TooDeep { limit: 32 })
-        ));
+        let deep = check_yaml(&format!("{}{}", "[".repeat(33), "]".repeat(33)));
+        assert!(
+            matches!(deep, Err(YamlError::TooDeep { limit: 32 })),
+            "{deep:?}"
+        );
+        assert!(check_yaml(&"[".repeat(33)).is_err(), "never closed");
         assert!(check_yaml(&format!("{}{}", "[".repeat(32), "]".repeat(32))).is_ok());
         for fine in [
             "a: \"*x [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"\n",

@@ -84,13 +84,9 @@ fn attack_volumes_or_mounts_not_a_list_are_refused_never_emptied() {
     }
 }
 
-/// ATTACK (s7 atk18): `Manifest::read` lost its check on the parsed value (`plain`: no key
-/// `<<`, no tagged key anywhere) for `files::check_yaml`'s byte scan, which takes a `'`
-/// after a space inside a plain scalar (an annotation `the scheduler 's`) for the start of
-/// a quoted string and skips everything after it. go-yaml (the kubelet) reads that
-/// annotation as plain text and then merges the `<<` below it; adopt reads a key named
-/// `<<`. Before 9c6a89d each of these was refused (NotPlain, or for !!binary the commit's
-/// own fix); now all are read.
+/// A `'` after a space inside a plain scalar (an annotation `the scheduler 's`) is text
+/// to go-yaml (the kubelet), which then merges the `<<` below it and decodes `!!binary`;
+/// a reader taking that quote for an opened string would skip both. Each is refused.
 #[test]
 fn attack_a_merge_key_or_tag_after_a_quote_inside_a_plain_scalar_is_still_refused() {
     let original = fixture("manifests/kube-scheduler.yaml");

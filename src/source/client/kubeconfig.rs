@@ -217,8 +217,9 @@ pub fn one_context(
 /// resident, half a MiB, for the process's life).
 pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, ClientError> {
     use serde::Deserialize;
-    // libyaml is quadratic in flow depth: see `check_yaml`.
-    crate::files::check_yaml(text).map_err(ClientError::Yaml)?;
+    // Checked before libyaml reads it for what Go reads otherwise (and
+    // libyaml is quadratic in flow depth): see `files::check_documents`.
+    crate::files::check_documents(text).map_err(ClientError::Yaml)?;
     let mut merged = Kubeconfig::default();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let kc = Kubeconfig::deserialize(doc)?;
@@ -358,12 +359,10 @@ current-context: x
         }
     }
 
-    /// `files::check_yaml`'s scan takes the `'` of `the admin 's` for an
-    /// opened quoted string and skips the rest of the text; `parse_yaml`
-    /// checks the parsed tree for a `<<` key or a local tag since 7ea9c2a,
-    /// but `parse_kubeconfig` calls the scan alone. go-yaml (client-go,
-    /// kubectl) merges the `<<` mapping over the cluster certsync reads, and
-    /// reads a second byte-order mark as part of the first key.
+    /// The `'` of `the admin 's` is text to go-yaml (client-go, kubectl),
+    /// which merges the `<<` mapping below it over the cluster certsync
+    /// reads, and reads a second byte-order mark as part of the first key:
+    /// each is refused, whatever a quote inside plain text looks like.
     #[test]
     fn attack_a_merge_key_or_tag_after_a_quote_in_a_kubeconfig_is_refused() {
         let opened = "apiVersion: v1\nkind: Config\nx-note: the admin 's\n";
@@ -389,9 +388,10 @@ current-context: x
 
     #[test]
     fn a_broken_kubeconfig_is_an_error_with_the_place() {
+        use crate::files::YamlError;
         let e = parse_kubeconfig("clusters: [\n  - name: c\n").unwrap_err();
         assert!(
-            matches!(&e, ClientError::Parse(p) if p.location().is_some()),
+            matches!(&e, ClientError::Yaml(YamlError::Syntax(s)) if s.marker().line() >= 2),
             "{e}"
         );
     }
