@@ -771,6 +771,39 @@ mod tests {
         validate(&b, &policy()).unwrap();
     }
 
+    /// Go's `tls.X509KeyPair` (every Go consumer's key reader) takes the
+    /// first block whose label is `PRIVATE KEY` or ends with ` PRIVATE KEY`;
+    /// rustls-pki-types steps over a label it does not know. A Secret's
+    /// `tls.key` holding `DSA PRIVATE KEY` (another key's DER) before the
+    /// matching key passes validation, is published, and the consumer loads
+    /// the first one: "private key does not match public key".
+    /// `crate::pem::blocks` refuses a block it would step over.
+    #[test]
+    fn attack_a_key_block_of_an_unknown_label_before_the_key_is_refused() {
+        let p = Pair::new("a");
+        let other = Pair::new("b");
+        let relabelled = String::from_utf8(other.key.clone())
+            .unwrap()
+            .replace(
+                "-----BEGIN PRIVATE KEY-----",
+                "-----BEGIN DSA PRIVATE KEY-----",
+            )
+            .replace("-----END PRIVATE KEY-----", "-----END DSA PRIVATE KEY-----");
+        let key = [relabelled.as_bytes(), &p.key].concat();
+        // What Go's key reader takes: the first label ending " PRIVATE KEY".
+        let go = crate::pem::go_blocks(&key);
+        let (label, _) = (go.iter())
+            .find(|(l, _)| l == b"PRIVATE KEY" || l.ends_with(b" PRIVATE KEY"))
+            .expect("Go finds a key");
+        assert_eq!(label, b"DSA PRIVATE KEY");
+        assert!(
+            crate::pem::blocks(&key).is_err(),
+            "the one reader refuses it"
+        );
+        let got = validate(&pair(&p.cert, &key), &policy());
+        assert!(got.is_err(), "published, and Go loads another key: {got:?}");
+    }
+
     fn crlf(pem: &[u8]) -> Vec<u8> {
         String::from_utf8(pem.to_vec())
             .unwrap()
