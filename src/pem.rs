@@ -75,16 +75,20 @@ pub const READ_DIFFERENTLY: &str =
 /// Whether Go's reader ([`go_blocks`]) reads from `bytes` exactly the
 /// blocks `read` (kind and DER, in order) rustls-pki-types read: where Go
 /// skips one, it takes the next as the leaf, a certificate nothing judged.
+/// A block Go's `tls.X509KeyPair` takes for a key (a label `PRIVATE KEY` or
+/// ending in ` PRIVATE KEY`: `DSA PRIVATE KEY`) that rustls-pki-types steps
+/// over is read differently too: Go loads it, not the key certsync checked.
 pub fn go_reads_the_same<'a>(
     bytes: &[u8],
     read: impl IntoIterator<Item = (SectionKind, &'a [u8])>,
 ) -> bool {
     let mut read = read.into_iter();
-    go_blocks(bytes)
-        .iter()
-        .filter_map(|(kind, der)| Some((SectionKind::try_from(kind.as_slice()).ok()?, der)))
-        .all(|(kind, der)| read.next() == Some((kind, der.as_slice())))
-        && read.next().is_none()
+    go_blocks(bytes).iter().all(
+        |(label, der)| match SectionKind::try_from(label.as_slice()) {
+            Ok(kind) => read.next() == Some((kind, der.as_slice())),
+            Err(_) => label != b"PRIVATE KEY" && !label.ends_with(b" PRIVATE KEY"),
+        },
+    ) && read.next().is_none()
 }
 
 /// The first of [`certificates`] (Go's `tls.LoadX509KeyPair`'s leaf).
