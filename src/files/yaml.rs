@@ -217,4 +217,40 @@ mod tests {
         let twice = super::parse_yaml::<serde_yaml_ng::Value>(&format!("\u{feff}\u{feff}{text}"));
         assert!(matches!(twice, Err(YamlError::ByteOrderMarks)), "{twice:?}");
     }
+
+    /// libyaml and go-yaml (YAML 1.1: kubeadm, the kubelet, client-go) end a
+    /// line at NEL, LS and PS (U+0085, U+2028, U+2029); granit-parser (YAML
+    /// 1.2) reads them as text. What follows one inside a comment is still
+    /// the comment to granit and the next line to libyaml and go-yaml: a core
+    /// tag there (`!!binary`: kubeadm reads `apiServer.certSANs:
+    /// [evil.test]`, the kubelet a `--tls-cert-file` flag, certsync a key or
+    /// an item in base64), an alias, or flow nesting past 32 (what libyaml
+    /// reads in quadratic time) passes check_yaml and libyaml's tree check.
+    #[test]
+    fn attack_a_line_separator_inside_a_comment_hides_a_tag_an_alias_or_deep_nesting() {
+        use serde_yaml_ng::Value;
+        let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
+        let mut read = Vec::new();
+        for sep in ['\u{85}', '\u{2028}', '\u{2029}'] {
+            let sans = format!("apiServer: # note{sep}  !!binary Y2VydFNBTnM=: [evil.test]\n");
+            // libyaml (certsync's reader) reads the line after the separator:
+            // a key it leaves in base64, which go-yaml decodes to certSANs.
+            let libyaml: Value = serde_yaml_ng::from_str(&sans).expect("libyaml reads it");
+            assert_eq!(libyaml["apiServer"]["Y2VydFNBTnM="][0], "evil.test");
+            for hidden in [
+                sans,
+                format!(
+                    "command:\n- kube-apiserver # note{sep}\
+                     - !!binary LS10bHMtY2VydC1maWxlPS9ldGMvZXZpbA==\n"
+                ),
+                format!("a: &x 1 # note{sep}b: *x\n"),
+                format!("a: 1 # note{sep}b: {deep}\n"),
+            ] {
+                if let Ok(v) = parse_yaml::<Value>(&hidden) {
+                    read.push(format!("{hidden:?} read as {v:?}"));
+                }
+            }
+        }
+        assert!(read.is_empty(), "{read:#?}");
+    }
 }
