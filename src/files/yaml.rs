@@ -253,4 +253,32 @@ mod tests {
         }
         assert!(read.is_empty(), "{read:#?}");
     }
+
+    /// Inside `[ ]` or `{ }` libyaml and go-yaml take `?` for the key
+    /// indicator whatever follows it; granit-parser (YAML 1.2) reads `?`
+    /// followed by a non-space as the start of plain text. So in
+    /// `{?!!binary Y2VydFNBTnM=: [evil.test]}` granit sees the key
+    /// `?!!binary Y2VydFNBTnM=` (no tag), libyaml resolves the core tag and
+    /// leaves the key `Y2VydFNBTnM=` (no trace in its tree), and go-yaml
+    /// (kubeadm) decodes it: `apiServer.certSANs: [evil.test]`, which
+    /// certsync's approver does not see. An alias hides the same way.
+    #[test]
+    fn attack_a_question_mark_inside_flow_hides_a_core_tag_or_an_alias() {
+        use serde_yaml_ng::Value;
+        let sans = "apiServer: {?!!binary Y2VydFNBTnM=: [evil.test]}\n";
+        let libyaml: Value = serde_yaml_ng::from_str(sans).expect("libyaml reads it");
+        assert_eq!(libyaml["apiServer"]["Y2VydFNBTnM="][0], "evil.test");
+        let mut read = Vec::new();
+        for hidden in [
+            sans,
+            "apiServer: {certSANs: [a.test], ?!<tag:yaml.org,2002:binary> Y2VydFNBTnM=: [evil.test]}\n",
+            "command: [kube-apiserver, ?!!binary LS10bHMtY2VydC1maWxlPS9ldGMvZXZpbA==]\n",
+            "a: &a [x]\nb: {?*a : 1}\n",
+        ] {
+            if let Ok(v) = parse_yaml::<Value>(hidden) {
+                read.push(format!("{hidden:?} read as {v:?}"));
+            }
+        }
+        assert!(read.is_empty(), "{read:#?}");
+    }
 }
