@@ -386,6 +386,33 @@ current-context: x
         assert!(read.is_empty(), "{read:#?}");
     }
 
+    /// A core tag granit-parser does not see (after a U+2028 inside a
+    /// comment, or after `?` inside `{ }`: YAML 1.1 and 1.2 read both
+    /// differently) is resolved by libyaml without a trace: certsync reads a
+    /// key `c2VydmVy` it ignores and server 10.0.0.1, while go-yaml
+    /// (client-go, kubectl) decodes the key to `server` and takes the later
+    /// one, evil.test.
+    #[test]
+    fn attack_a_tag_granit_does_not_see_in_a_kubeconfig_is_refused() {
+        let head = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n";
+        let mut read = Vec::new();
+        for text in [
+            format!(
+                "{head}    server: https://10.0.0.1:6443 # primary\u{2028}    \
+                 !!binary c2VydmVy: https://evil.test:6443\n"
+            ),
+            format!(
+                "{head}    {{server: https://10.0.0.1:6443, \
+                 ?!!binary c2VydmVy: https://evil.test:6443}}\n"
+            ),
+        ] {
+            if let Ok(kc) = parse_kubeconfig(&text) {
+                read.push(format!("{text:?}: read as {:?}", kc.clusters));
+            }
+        }
+        assert!(read.is_empty(), "{read:#?}");
+    }
+
     #[test]
     fn a_broken_kubeconfig_is_an_error_with_the_place() {
         use crate::files::YamlError;
