@@ -244,6 +244,8 @@ mod tests {
                      - !!binary LS10bHMtY2VydC1maWxlPS9ldGMvZXZpbA==\n"
                 ),
                 format!("a: &x 1 # note{sep}b: *x\n"),
+                // Not only in a comment: a literal block scalar's text too.
+                format!("a: |\n  text{sep}b: !!binary Y2VydFNBTnM=\n"),
                 format!("a: 1 # note{sep}b: {deep}\n"),
             ] {
                 if let Ok(v) = parse_yaml::<Value>(&hidden) {
