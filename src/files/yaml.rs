@@ -283,4 +283,26 @@ mod tests {
         }
         assert!(read.is_empty(), "{read:#?}");
     }
+
+    /// granit-parser (YAML 1.2) takes `:` into an anchor's name (`&a:`);
+    /// libyaml and go-yaml end the name at `:`, which inside `[ ]` or `{ }`
+    /// is then the value indicator. So `[&a:!!binary Zm9v]` is one anchored
+    /// empty text to granit, and a pair whose value carries a core tag
+    /// (resolved by libyaml without a trace, decoded by go-yaml) to the
+    /// others; `[&a:*x]` hides an alias the same way.
+    #[test]
+    fn attack_an_anchor_name_ending_in_a_colon_hides_a_core_tag_or_an_alias() {
+        use serde_yaml_ng::Value;
+        let mut read = Vec::new();
+        for hidden in [
+            "a: [&a:!!binary Zm9v]\n",
+            "a: {x: 1, &a:!<tag:yaml.org,2002:binary> Zm9v}\n",
+            "a: &x 1\nb: [&a:*x]\n",
+        ] {
+            if let Ok(v) = parse_yaml::<Value>(hidden) {
+                read.push(format!("{hidden:?} read as {v:?}"));
+            }
+        }
+        assert!(read.is_empty(), "{read:#?}");
+    }
 }
