@@ -305,4 +305,35 @@ mod tests {
         }
         assert!(read.is_empty(), "{read:#?}");
     }
+
+    /// A quoted text continued on a line indented less than its key (a
+    /// person wrapping a long value by hand) is read by libyaml and go-yaml
+    /// (kubeadm, the kubelet, kubectl) as one text folded at the break;
+    /// granit-parser refuses it (`InvalidQuotedScalarIndent`), so certsync
+    /// refuses a ClusterConfiguration or manifest Kubernetes reads. The
+    /// wrapping go-yaml's own writer produces (continued deeper than the
+    /// key, `\` before a leading space) is read.
+    #[test]
+    fn attack_quoted_text_continued_below_its_keys_indentation_is_read_as_go_yaml_reads_it() {
+        use serde_yaml_ng::Value;
+        let emitted =
+            "apiServer:\n  extraArgs:\n    x: \"a long value\\\n      \\ wrapped by go-yaml\"\n";
+        let v: Value = parse_yaml(emitted).expect("go-yaml's wrapping is read");
+        assert_eq!(
+            v["apiServer"]["extraArgs"]["x"],
+            "a long value wrapped by go-yaml"
+        );
+        let mut refused = Vec::new();
+        for text in [
+            "apiServer:\n  extraArgs:\n    x: \"a long value\nwrapped by hand\"\n",
+            "apiServer:\n  extraArgs:\n    x: 'a long value\n  wrapped by hand'\n",
+        ] {
+            let libyaml: Value = serde_yaml_ng::from_str(text).expect("libyaml reads it");
+            match parse_yaml::<Value>(text) {
+                Ok(v) => assert_eq!(v, libyaml),
+                Err(e) => refused.push(format!("{text:?}: {e}")),
+            }
+        }
+        assert!(refused.is_empty(), "{refused:#?}");
+    }
 }
