@@ -361,7 +361,7 @@ async fn a_certificate_granting_more_than_was_asked_is_refused() {
         ("key usage is [\"digital signature\", \"cert sign\"]", |p| {
             p.key_usages.push(Ku::KeyCertSign)
         }),
-        ("basic constraints say CA:TRUE", |p| {
+        ("leaf certificate: basic constraints say CA:TRUE", |p| {
             p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         }),
     ];

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::csr::renewing::{Kept, Renewing};
+use super::csr::renewing::Renewing;
 use super::csr::{CsrError, Window, check, renewal};
 use super::error::Update;
 pub use super::error::ca::CaError;
@@ -299,29 +299,16 @@ impl CaSource {
             };
             match result {
                 Ok(issued) => {
-                    let not_after = validate::rfc3339(issued.window.not_after);
-                    match state.issued(issued.window) {
-                        Kept::New => {
-                            tracing::info!(mapping = %self.mapping, %not_after, signer = %self.spec.issue.signer, "certificate issued");
-                            live = Some(issued.bundle.clone());
-                            super::error::publish(&tx, Ok(issued.bundle));
-                        }
-                        Kept::Live {
-                            live_not_after,
-                            retry_at,
-                        } => {
-                            tracing::warn!(mapping = %self.mapping, %not_after, %live_not_after, %retry_at, "the issued certificate expires before the live one; keeping the live pair, issuing again when one would outlast it");
-                        }
+                    if state.issued(issued.window) {
+                        let not_after = validate::rfc3339(issued.window.not_after);
+                        tracing::info!(mapping = %self.mapping, %not_after, signer = %self.spec.issue.signer, "certificate issued");
+                        live = Some(issued.bundle.clone());
+                        super::error::publish(&tx, Ok(issued.bundle));
                     }
                 }
                 Err(e) => {
-                    let first = state.failed(e.reason(), &e.to_string());
-                    let attempt = state.failures;
-                    if first {
+                    if state.failed(e.reason(), &e) {
                         self.failed(&e, "the live files stay; retrying with backoff");
-                        tracing::error!(mapping = %self.mapping, error = %e, attempt, "issuing a certificate failed; the live files stay; retrying with backoff");
-                    } else {
-                        tracing::debug!(mapping = %self.mapping, error = %e, attempt, "issuing a certificate still fails");
                     }
                 }
             }

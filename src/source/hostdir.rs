@@ -46,34 +46,28 @@ impl HostDir {
             bundle.insert(CERT_FILE, certs, format!("{origin} (certificates)"))?;
             bundle.insert(KEY_FILE, key, format!("{origin} (private key)"))?;
         }
-        if self.layout == Layout::All {
+        let all = self.layout == Layout::All;
+        let mut items = if all { Vec::new() } else { self.items.to_vec() };
+        if all {
             // Every entry but hidden ones (a Secret volume's `..data` and
-            // revision directories); subdirectories are skipped.
+            // revision directories), in name order; subdirectories skipped.
             let listing = root.held.dir().map_err(HostDirError::Dir)?;
             let list_err = |source| HostDirError::List {
                 path: self.dir.clone(),
                 source,
             };
-            let mut names = Vec::new();
             for e in listing.entries().map_err(list_err)? {
                 let name = e.map_err(list_err)?.file_name();
-                let name = name.to_string_lossy().into_owned();
+                let name = name.to_string_lossy();
                 if !name.starts_with('.') {
-                    names.push(name);
+                    items.push(Item::new(&name, &name, false));
                 }
             }
-            names.sort();
-            for name in names {
-                let path = self.dir.join(&name);
-                if let Some(bytes) = root.read(Path::new(&name), &path, true)? {
-                    bundle.insert(&name, bytes, path.display().to_string())?;
-                }
-            }
-            return Ok(bundle);
+            items.sort_by(|a, b| a.source.cmp(&b.source));
         }
-        for item in self.items.iter() {
+        for item in items {
             let path = self.dir.join(&item.source);
-            match root.read(Path::new(&item.source), &path, false)? {
+            match root.read(Path::new(&item.source), &path, all)? {
                 Some(bytes) => bundle.insert(&item.target, bytes, path.display().to_string())?,
                 None if item.required => return Err(HostDirError::Missing { path }),
                 None => {}

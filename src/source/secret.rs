@@ -78,17 +78,15 @@ pub struct KubeObject {
 
 impl KubeObject {
     fn bundle(&self, obj: &impl Payload) -> Result<Bundle, KubeError> {
+        // `files=all`: every key under its own name; a name certsync would
+        // not write (`..data`, a path) fails the whole update.
+        let items: Vec<Item> = if self.all {
+            obj.keys().iter().map(|k| Item::new(k, k, true)).collect()
+        } else {
+            self.items.to_vec()
+        };
         let mut bundle = Bundle::default();
-        if self.all {
-            // Every key under its own name; a name certsync would not write
-            // (`..data`, a path) fails the whole update.
-            for key in obj.keys() {
-                let bytes = obj.value(&key).unwrap_or_default();
-                bundle.insert(&key, bytes, format!("{} key {key}", self.object))?;
-            }
-            return Ok(bundle);
-        }
-        for item in self.items.iter() {
+        for item in items {
             match obj.value(&item.source) {
                 Some(bytes) => bundle.insert(
                     &item.target,
@@ -98,7 +96,7 @@ impl KubeObject {
                 None if item.required => {
                     return Err(KubeError::MissingKey {
                         object: self.object.to_string(),
-                        key: item.source.clone(),
+                        key: item.source,
                     });
                 }
                 None => {}

@@ -74,16 +74,19 @@ fn ca_trust(allow_loose: bool) -> Trust {
 fn open_owned(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), CaError> {
     let file = beneath::open_file(path, Links::Follow).map_err(CaError::Read)?;
     let meta = file.metadata().map_err(CaError::Io)?;
-    if let Some((uid, euid)) = other_owner(&Entry::from_metadata(Path::new(""), &meta)) {
-        return Err(CaError::Owner { uid, euid });
-    }
+    owned(&Entry::from_metadata(Path::new(""), &meta), None)?;
     Ok((file, meta))
 }
 
-/// The owner's uid and certsync's, if [`ca_trust`] refuses the owner of
-/// `entry` (a CA file, or a directory on the way to the key).
-fn other_owner(entry: &Entry) -> Option<(u32, u32)> {
-    (ca_trust(true).faults(entry).owner).then(|| (entry.uid, nix::unistd::geteuid().as_raw()))
+/// Refuses `entry` (a CA file, or `dir`, a directory on the way to the
+/// key) if [`ca_trust`] refuses its owner.
+fn owned(entry: &Entry, dir: Option<&Path>) -> Result<(), CaError> {
+    if !ca_trust(true).faults(entry).owner {
+        return Ok(());
+    }
+    let (uid, euid) = (entry.uid, nix::unistd::geteuid().as_raw());
+    let dir = dir.map(Path::to_owned);
+    Err(CaError::Owner { dir, uid, euid })
 }
 
 /// The CA key's directories (as named, and where a link leads), judged by
@@ -107,9 +110,7 @@ fn key_directories(path: &Path, allow_loose: bool) -> Result<(), CaError> {
         let entry = beneath::walk(Start::Path, &dir, Links::Follow, &mut |_| Ok(()))
             .and_then(|w| Entry::held(&dir, std::os::fd::AsFd::as_fd(&w.fd)))
             .map_err(CaError::Directory)?;
-        if let Some((uid, euid)) = other_owner(&entry) {
-            return Err(CaError::DirectoryOwner { dir, uid, euid });
-        }
+        owned(&entry, Some(&dir))?;
         if ca_trust(allow_loose).judge(&entry).is_err() {
             let mode = entry.mode;
             return Err(CaError::DirectoryWritable { dir, mode });
@@ -130,13 +131,22 @@ pub(super) fn read_ca_cert(
     let cert = Certificate::read(&der).map_err(|e| err(CaError::certificate(e)))?;
     match cert.basic_constraints() {
         Ok(Some((true, _))) => {}
-        Ok(_) => return Err(err(CaError::NotCa)),
+        Ok(_) => {
+            return Err(err(CaError::NotCa(
+                "its basic constraints do not say CA:TRUE",
+            )));
+        }
         Err(e) => return Err(err(CaError::certificate(e))),
     }
     match cert.key_usage() {
         Ok(Some(ku)) if ku & crate::x509::KEY_CERT_SIGN != 0 => {}
-        Ok(Some(_)) => return Err(err(CaError::NoCertSign)),
-        Ok(None) => return Err(err(CaError::NoKeyUsage)),
+        Ok(Some(_)) => return Err(err(CaError::NotCa("its keyUsage lacks keyCertSign"))),
+        Ok(None) => {
+            return Err(err(CaError::NotCa(
+                "it has no keyUsage extension with keyCertSign (openssl: -addext \
+                 keyUsage=critical,keyCertSign,cRLSign)",
+            )));
+        }
         Err(e) => return Err(err(CaError::certificate(e))),
     }
     let (not_before, not_after) = cert.validity();

@@ -49,7 +49,7 @@ pub fn check(
     subject(spec, &facts)?;
     names(spec, &facts)?;
     usages(spec, &facts)?;
-    facts.leaf_only().map_err(CsrError::NotLeaf)?;
+    facts.leaf_only().map_err(CsrError::Leaf)?;
     match facts.key_alg {
         Some(alg) if alg == spec.key_alg => {}
         Some(got) => {

@@ -31,18 +31,6 @@ pub struct Renewing<'a> {
     last_error: Option<String>,
 }
 
-/// Which pair stays once a certificate is issued.
-pub enum Kept {
-    /// The new one, replacing the live one.
-    New,
-    /// The live one, still valid and outlasting the new one; the next is
-    /// asked for at `retry_at`, once one would outlast it (both RFC 3339).
-    Live {
-        live_not_after: String,
-        retry_at: String,
-    },
-}
-
 impl<'a> Renewing<'a> {
     pub fn new(
         mapping: &'a str,
@@ -108,8 +96,10 @@ impl<'a> Renewing<'a> {
         Some(next.at)
     }
 
-    /// A certificate issued with `window`, and whether it replaces the live one.
-    pub fn issued(&mut self, window: Window) -> Kept {
+    /// A certificate issued with `window`: `true` when it replaces the
+    /// live one; `false` (logged) when the live one, still valid, outlasts
+    /// it: the next is asked for once one would outlast it.
+    pub fn issued(&mut self, window: Window) -> bool {
         self.failures = 0;
         self.deadline = None;
         self.last_error = None;
@@ -123,10 +113,11 @@ impl<'a> Renewing<'a> {
                     window.not_after,
                     live.not_after,
                 ));
-                Kept::Live {
-                    live_not_after: validate::rfc3339(live.not_after),
-                    retry_at: validate::rfc3339(validate::unix_seconds(retry)),
-                }
+                let not_after = validate::rfc3339(window.not_after);
+                let live_not_after = validate::rfc3339(live.not_after);
+                let retry_at = validate::rfc3339(validate::unix_seconds(retry));
+                tracing::warn!(mapping = %self.mapping, %not_after, %live_not_after, %retry_at, "the issued certificate expires before the live one; keeping the live pair, issuing again when one would outlast it");
+                false
             }
             prev => {
                 if let Some(prev) = prev {
@@ -134,21 +125,24 @@ impl<'a> Renewing<'a> {
                     self.metrics.csr_rotated(self.mapping, lived.max(0) as f64);
                 }
                 self.current = Some(window);
-                Kept::New
+                true
             }
         }
     }
 
-    /// A failure counted; `true` when it differs from the last (log it).
-    pub fn failed(&mut self, reason: &'static str, message: &str) -> bool {
+    /// A failure counted and logged: at error level when it differs from
+    /// the last (`true`: report it too), else at debug.
+    pub fn failed(&mut self, reason: &'static str, e: &dyn std::fmt::Display) -> bool {
         self.failures = self.failures.saturating_add(1);
         self.metrics.csr_error(self.mapping, reason);
-        self.metrics
-            .renewal_failing(self.mapping, Some(message.to_owned()));
-        if self.last_error.as_deref() == Some(message) {
+        let (message, attempt) = (e.to_string(), self.failures);
+        (self.metrics).renewal_failing(self.mapping, Some(message.clone()));
+        if self.last_error.as_deref() == Some(&message) {
+            tracing::debug!(mapping = %self.mapping, error = %message, attempt, "issuing a certificate still fails");
             return false;
         }
-        self.last_error = Some(message.to_owned());
+        tracing::error!(mapping = %self.mapping, error = %message, attempt, "issuing a certificate failed; the live files stay; retrying with backoff");
+        self.last_error = Some(message);
         true
     }
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 use kube::Client;
 use tokio::sync::watch;
 
-use super::renewing::{Kept, RETRY_CAP, Renewing};
+use super::renewing::{RETRY_CAP, Renewing};
 use super::spec::CsrSource;
 use crate::bundle::{Bundle, CERT_FILE, KEY_FILE};
 use crate::source::error::Update;
@@ -93,27 +93,15 @@ impl CsrSource {
                 Ok(issued) => {
                     let not_after = validate::rfc3339(issued.window.not_after);
                     tracing::info!(mapping = %self.mapping, csr = %issued.csr, %not_after, "certificate issued");
-                    match state.issued(issued.window) {
-                        Kept::New => crate::source::error::publish(&tx, Ok(issued.bundle)),
-                        Kept::Live {
-                            live_not_after,
-                            retry_at,
-                        } => {
-                            tracing::warn!(mapping = %self.mapping, csr = %issued.csr, %not_after, %live_not_after, %retry_at, "the issued certificate expires before the live one; keeping the live pair, asking again when one would outlast it");
-                        }
+                    if state.issued(issued.window) {
+                        crate::source::error::publish(&tx, Ok(issued.bundle));
                     }
                 }
                 Err(e) => {
-                    let message = e.to_string();
-                    let first = state.failed(e.reason(), &message);
+                    state.failed(e.reason(), &e);
+                    // On each request's own object: every failure.
                     if let Some(events) = &self.events {
-                        events.send(crate::events::REQUEST_FAILED, message);
-                    }
-                    let attempt = state.failures;
-                    if first {
-                        tracing::error!(mapping = %self.mapping, error = %e, attempt, "certificate request failed; retrying with backoff");
-                    } else {
-                        tracing::debug!(mapping = %self.mapping, error = %e, attempt, "certificate request still fails");
+                        events.send(crate::events::REQUEST_FAILED, e.to_string());
                     }
                 }
             }

@@ -198,14 +198,14 @@ fn issued_certificates_with_more_than_was_asked_are_refused() {
         ),
         (
             "CA:TRUE",
-            &|e| matches!(e, CsrError::NotLeaf(X509Error::IsCa)),
+            &|e| matches!(e, CsrError::Leaf(X509Error::IsCa)),
             &|p| {
                 p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
             },
         ),
         (
             "critical extension",
-            &|e| matches!(e, CsrError::NotLeaf(X509Error::UnknownCritical { oid }) if oid == "1.2.3.4"),
+            &|e| matches!(e, CsrError::Leaf(X509Error::UnknownCritical { oid }) if oid == "1.2.3.4"),
             &|p| {
                 let mut ext = rcgen::CustomExtension::from_oid_content(&[1, 2, 3, 4], vec![5, 0]);
                 ext.set_criticality(true);

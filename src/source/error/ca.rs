@@ -75,36 +75,30 @@ pub enum CaError {
     Io(#[source] std::io::Error),
     #[error("{0} (one CERTIFICATE block is expected)")]
     NotOneCertificate(#[source] crate::pem::PemError),
+    /// The file's owner, or (`dir`) that of a directory on the way to it.
     #[error(
-        "owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
-         it can replace it; chown it to root"
+        "{}owned by uid {uid}, neither root nor certsync's own user (uid {euid}): whoever owns \
+         it can replace it; chown it to root",
+        dir.as_ref().map(|d| format!("its directory {} is ", d.display())).unwrap_or_default()
     )]
-    Owner { uid: u32, euid: u32 },
+    Owner {
+        dir: Option<PathBuf>,
+        uid: u32,
+        euid: u32,
+    },
     #[error("cannot resolve it: {0}")]
     Unresolved(#[source] std::io::Error),
     #[error("its directory: {0}")]
     Directory(#[source] crate::beneath::PathError),
-    #[error(
-        "its directory {} is owned by uid {uid}, neither root nor certsync's own user (uid \
-         {euid}): whoever owns it can replace it; chown it to root",
-        dir.display()
-    )]
-    DirectoryOwner { dir: PathBuf, uid: u32, euid: u32 },
     #[error(
         "its directory {} has mode {mode:04o}: group or others may write it, and so swap the \
          CA key and certificate; chmod go-w it, or give allow-loose-ca-key to use it anyway",
         dir.display()
     )]
     DirectoryWritable { dir: PathBuf, mode: u32 },
-    #[error("not usable as a CA: its basic constraints do not say CA:TRUE")]
-    NotCa,
-    #[error("not usable as a CA: its keyUsage lacks keyCertSign")]
-    NoCertSign,
-    #[error(
-        "not usable as a CA: it has no keyUsage extension with keyCertSign (openssl: -addext \
-         keyUsage=critical,keyCertSign,cRLSign)"
-    )]
-    NoKeyUsage,
+    /// What it lacks: CA:TRUE, keyCertSign, or a keyUsage at all.
+    #[error("not usable as a CA: {0}")]
+    NotCa(&'static str),
     #[error("expired at {}; renew the CA first", validate::rfc3339(*not_after))]
     Expired { not_after: i64 },
     #[error("not valid until {}", validate::rfc3339(*not_before))]

@@ -138,10 +138,9 @@ pub enum CsrError {
     ExtKeyUsage { got: Vec<String>, want: Vec<String> },
     #[error("{0}")]
     CaUsage(#[from] CaUsage),
+    /// Unreadable, or not a leaf (a CA, an unknown critical extension).
     #[error("leaf certificate: {0}")]
     Leaf(#[source] crate::x509::X509Error),
-    #[error("{0}")]
-    NotLeaf(#[source] crate::x509::X509Error),
     #[error("key algorithm is {got}, the mapping asks for {want}")]
     IssuedKeyAlg { got: KeyAlg, want: KeyAlg },
     #[error("the key algorithm is not one certsync requests")]
