@@ -83,6 +83,8 @@ fn copy(from: &Path, to: &Path, left: &mut (u64, usize)) -> std::io::Result<()> 
     };
     left.1 = left.1.checked_sub(1).ok_or_else(over)?;
     let meta = std::fs::symlink_metadata(from)?;
+    #[cfg(test)]
+    move_tests::between_check_and_read();
     let kind = meta.file_type();
     if kind.is_symlink() {
         std::os::unix::fs::symlink(std::fs::read_link(from)?, to)?;
@@ -122,6 +124,8 @@ fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
     let Ok(there) = std::fs::symlink_metadata(to) else {
         return Ok(false);
     };
+    #[cfg(test)]
+    move_tests::between_check_and_read();
     let (a, b) = (meta.file_type(), there.file_type());
     if a.is_symlink() {
         return Ok(b.is_symlink() && std::fs::read_link(from)? == std::fs::read_link(to)?);
@@ -354,7 +358,69 @@ mod reach_tests {
 
 #[cfg(test)]
 mod move_tests {
-    use super::{Left, MOVE_LIMIT, RevertError, copy, move_path, remove, remove_empty_dir};
+    use super::{
+        Left, MOVE_LIMIT, RevertError, contained, copy, move_path, remove, remove_empty_dir,
+    };
+    use std::cell::RefCell;
+
+    type Step = Option<Box<dyn FnOnce()>>;
+    thread_local! {
+        /// A step a test runs once, between the look that judged an entry's type and the
+        /// read of it.
+        static BETWEEN_CHECK_AND_READ: RefCell<Step> = const { RefCell::new(None) };
+    }
+
+    /// Runs the step a test injected, once ([`copy`] and [`contained`] call it in tests only).
+    pub(super) fn between_check_and_read() {
+        let step = BETWEEN_CHECK_AND_READ.with(|h| h.borrow_mut().take());
+        if let Some(step) = step {
+            step();
+        }
+    }
+
+    /// Attack: certsync's container swaps its target (a directory) for a symlink to a host
+    /// directory between revert's look (a directory) and its read: copied (the backup on
+    /// another filesystem) or compared (a move that finds its backup there), what root
+    /// reads is the directory it judged, through the handle it judged, never the host
+    /// directory the link names: none of it lands in the backup, nor passes for the
+    /// target's content (revert would then remove the target).
+    #[test]
+    fn attack_a_directory_swapped_for_a_link_between_look_and_read_is_never_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let [target, host, kept, copied, backup] =
+            ["target", "host", "kept", "copy", "backup"].map(|n| d.path().join(n));
+        for (at, bytes) in [(&target, "target"), (&host, "host"), (&backup, "host")] {
+            std::fs::create_dir(at).unwrap();
+            std::fs::write(at.join("tls.crt"), bytes).unwrap();
+        }
+        let swap = || {
+            let (target, host, kept) = (target.clone(), host.clone(), kept.clone());
+            let step = move || {
+                std::fs::rename(&target, &kept).unwrap();
+                std::os::unix::fs::symlink(&host, &target).unwrap();
+            };
+            BETWEEN_CHECK_AND_READ.with(|h| *h.borrow_mut() = Some(Box::new(step)));
+        };
+        let unswap = || {
+            assert!(
+                BETWEEN_CHECK_AND_READ.with(|h| h.borrow().is_none()),
+                "the swap ran"
+            );
+            std::fs::remove_file(&target).unwrap();
+            std::fs::rename(&kept, &target).unwrap();
+        };
+        swap();
+        let result = copy(&target, &copied, &mut MOVE_LIMIT.clone());
+        unswap();
+        result.unwrap();
+        assert_eq!(std::fs::read(copied.join("tls.crt")).unwrap(), b"target");
+
+        swap();
+        let result = contained(&target, &backup);
+        unswap();
+        assert!(!result.unwrap(), "the host directory passed for the target");
+        assert_eq!(std::fs::read(host.join("tls.crt")).unwrap(), b"host");
+    }
 
     /// Hard links to one file multiply what the container spent into the backup's
     /// filesystem; empty files, its inodes: each refused once past what one move copies.
