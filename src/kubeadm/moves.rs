@@ -2,16 +2,28 @@
 //! resumably: the copy is made under a temporary name, fsynced, renamed into place, and
 //! only then is the original removed; the next attempt finishes a move that stopped after
 //! the copy. And the directories adopt made, removed once the moves leave them empty.
+//! Every step works on handles: the trees moved are certsync's container's to write, and a
+//! name it swaps after root's look (a directory for a symlink to a host one) must never
+//! lead root to copy, compare or remove a host tree. A path checked is never re-opened by
+//! name: ordering (revert stops the pod first) is no proof.
 
-use std::io::Write as _;
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
-use std::path::Path;
+use std::ffi::OsStr;
+use std::io::{self, Write as _};
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use cap_std::fs::Dir;
+use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
+use nix::libc::{S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use nix::sys::stat::Mode;
 
 use super::error::{FileProblem, RevertError};
-use crate::beneath::{self, PathError};
+use crate::beneath::{self, PathError, Walked};
 
-/// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists.
-pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
+/// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists, both
+/// beneath `dir`: each parent reached as [`reach`] reaches (no symlink on the way) and
+/// held; the rename (`renameat`), the copy and the removals work beneath those handles.
+pub fn move_path(dir: &Path, from: &Path, to: &Path) -> Result<(), RevertError> {
     let at = |step: &'static str| {
         move |source| RevertError::Move {
             from: from.to_owned(),
@@ -20,9 +32,22 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
             source,
         }
     };
-    if std::fs::symlink_metadata(to).is_ok() {
-        return match contained(from, to) {
-            Ok(true) => remove(from).map_err(at("removing the original: ")),
+    let absent = || io::Error::from(nix::errno::Errno::ENOENT);
+    let into = parent(dir, to).and_then(|p| p.ok_or_else(absent));
+    let (into, name) = into.map_err(at(""))?;
+    let held = match parent(dir, from).map_err(at(""))? {
+        Some((out, n)) => look_absent(&out, n, from)
+            .map_err(at(""))?
+            .map(|s| (out, n, s)),
+        None => None,
+    };
+    if let Some(there) = look_absent(&into, name, to).map_err(at(""))? {
+        // Nothing left of `from`: an earlier attempt moved it.
+        let Some((out, from_name, seen)) = held else {
+            return Ok(());
+        };
+        return match contained(&seen, &there) {
+            Ok(true) => remove_in(&out, from_name).map_err(at("removing the original: ")),
             Ok(false) => Err(RevertError::Differ {
                 from: from.to_owned(),
                 to: to.to_owned(),
@@ -30,25 +55,25 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
             Err(e) => Err(at("")(e)),
         };
     }
-    match std::fs::rename(from, to) {
-        Ok(()) => sync_parent(to).map_err(at("")),
-        Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
+    let (out, from_name, seen) = held.ok_or_else(absent).map_err(at(""))?;
+    match renameat(&out, from_name, &into, name) {
+        Ok(()) => sync(&into).map_err(at("")),
+        Err(nix::errno::Errno::EXDEV) => {
             // `.NAME.partial` beside `to`: where a copy is made before it is complete.
-            let name = to.file_name().unwrap_or_default().to_string_lossy();
-            let partial = to.with_file_name(format!(".{name}.partial"));
-            if std::fs::symlink_metadata(&partial).is_ok() {
-                remove(&partial).map_err(at("removing an earlier partial copy: "))?;
-            }
+            let partial = format!(".{}.partial", name.to_string_lossy());
+            let partial = OsStr::new(&partial);
+            remove_in(&into, partial).map_err(at("removing an earlier partial copy: "))?;
             let mut left = MOVE_LIMIT;
-            copy(from, &partial, &mut left).map_err(at("another filesystem; copying: "))?;
-            std::fs::rename(&partial, to).map_err(at(""))?;
-            sync_parent(to).map_err(at(""))?;
+            let copying = "another filesystem; copying: ";
+            copy(&seen, &into, partial, &mut left).map_err(at(copying))?;
+            renameat(&into, partial, &into, name).map_err(|e| at("")(e.into()))?;
+            sync(&into).map_err(at(""))?;
             let copied =
                 "copied, but removing the original failed (a second attempt finishes it): ";
-            remove(from).map_err(at(copied))?;
-            sync_parent(from).map_err(at(""))
+            remove_in(&out, from_name).map_err(at(copied))?;
+            sync(&out).map_err(at(""))
         }
-        Err(e) => Err(at("")(e)),
+        Err(e) => Err(at("")(e.into())),
     }
 }
 
@@ -62,111 +87,181 @@ const COPY_LIMIT: u64 = 1 << 20;
 /// container spent on its own filesystem into the backup's.
 const MOVE_LIMIT: (u64, usize) = (16 << 20, 10_000);
 
-/// `from`'s bytes, opened as the regular file it is (no link as its last name, never
-/// blocking on a FIFO), at most [`COPY_LIMIT`].
-fn read_limited(from: &Path) -> std::io::Result<Vec<u8>> {
-    let file = beneath::open_file(from, beneath::Links::RefuseLast);
-    file.and_then(|f| beneath::read_capped(f, from, COPY_LIMIT))
-        .map_err(std::io::Error::other)
+/// The directory holding `path`, beneath `dir`, reached as [`reach`] does (one name at a
+/// time, no symlink followed) and held, and `path`'s last name in it; `None` if absent.
+fn parent<'p>(dir: &Path, path: &'p Path) -> io::Result<Option<(Dir, &'p OsStr)>> {
+    let rel = path.strip_prefix(dir).ok();
+    let Some((up, name)) = rel.and_then(|r| Some((r.parent()?, r.file_name()?))) else {
+        let escapes = PathError::Escapes {
+            what: "a path",
+            beneath: dir.into(),
+        };
+        return Err(io::Error::other(escapes));
+    };
+    let walked = held(dir, dir).and_then(|fd| {
+        let start = beneath::Start::Beneath(fd.as_fd(), dir);
+        beneath::walk(start, up, beneath::Links::Refuse, &mut |_| Ok(()))
+    });
+    let opened = walked.and_then(|w| match w.is_dir() {
+        true => w.dir(),
+        false => Err(PathError::NotDir { path: w.shown }),
+    });
+    match opened {
+        Ok(d) => Ok(Some((d, name))),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(io::Error::other(e)),
+    }
 }
 
-/// Copies `from` to `to` keeping modes, owners and symlinks, fsynced, within what is `left`
-/// of [`MOVE_LIMIT`]. Anything but a file, symlink or directory is refused, never skipped.
-fn copy(from: &Path, to: &Path, left: &mut (u64, usize)) -> std::io::Result<()> {
+/// `name` in `dir` as it is, no link followed: an `O_PATH` handle whose `fstat` judges
+/// its type, and through which it is then read (never by the name again, which the
+/// container may have swapped since), shown as `shown`.
+fn look(dir: &Dir, name: &OsStr, shown: PathBuf) -> io::Result<Walked> {
+    let fd = openat(dir, name, OFlag::O_PATH | NO_FOLLOW, Mode::empty())?;
+    let st = nix::sys::stat::fstat(&fd)?;
+    #[cfg(test)]
+    move_tests::between_check_and_read();
+    Ok(Walked {
+        fd,
+        st,
+        shown,
+        parent: None,
+        passed: Vec::new(),
+    })
+}
+
+/// Every handle this module opens: no link as its last name, none leaked to a child.
+const NO_FOLLOW: OFlag = OFlag::O_NOFOLLOW.union(OFlag::O_CLOEXEC);
+
+/// [`look`]; `None` when `name` is absent.
+fn look_absent(dir: &Dir, name: &OsStr, shown: &Path) -> io::Result<Option<Walked>> {
+    match look(dir, name, shown.to_owned()) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        seen => seen.map(Some),
+    }
+}
+
+/// What a symlink [`look`]ed at says, read through its handle (an empty name: the link).
+fn link_of(seen: &Walked) -> io::Result<std::ffi::OsString> {
+    Ok(readlinkat(&seen.fd, "")?)
+}
+
+/// Copies what `seen` holds to `name` in `to` keeping modes, owners and symlinks,
+/// fsynced, within what is `left` of [`MOVE_LIMIT`]: each entry [`look`]ed at and read
+/// through that handle, made beneath the handle of the directory it goes in. Anything
+/// but a file, symlink or directory is refused, never skipped.
+fn copy(seen: &Walked, to: &Dir, name: &OsStr, left: &mut (u64, usize)) -> io::Result<()> {
     let over = || {
         let (mib, entries) = (MOVE_LIMIT.0 >> 20, MOVE_LIMIT.1);
         let why = "certsync writes far less in a target: inspect it, remove what is not its";
-        std::io::Error::other(format!(
+        io::Error::other(format!(
             "{}: past the {mib} MiB or {entries} entries one move copies ({why})",
-            from.display()
+            seen.shown.display()
         ))
     };
     left.1 = left.1.checked_sub(1).ok_or_else(over)?;
-    let meta = std::fs::symlink_metadata(from)?;
-    #[cfg(test)]
-    move_tests::between_check_and_read();
-    let kind = meta.file_type();
-    if kind.is_symlink() {
-        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)?;
-    } else if kind.is_dir() {
-        std::fs::create_dir(to)?;
-        for e in std::fs::read_dir(from)? {
-            let e = e?;
-            copy(&e.path(), &to.join(e.file_name()), left)?;
+    let uid = Some(nix::unistd::Uid::from_raw(seen.st.st_uid));
+    let gid = Some(nix::unistd::Gid::from_raw(seen.st.st_gid));
+    let made = match seen.st.st_mode & S_IFMT {
+        S_IFLNK => {
+            nix::unistd::symlinkat(link_of(seen)?.as_os_str(), to, name)?;
+            // A symlink has no handle to chown: its name, beneath the directory held.
+            let no_follow = AtFlags::AT_SYMLINK_NOFOLLOW;
+            return Ok(nix::unistd::fchownat(to, name, uid, gid, no_follow)?);
         }
-        std::fs::set_permissions(to, std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-        std::fs::File::open(to)?.sync_all()?;
-    } else if kind.is_file() {
-        let bytes = read_limited(from)?;
-        left.0 = left.0.checked_sub(bytes.len() as u64).ok_or_else(over)?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(to)?;
-        f.write_all(&bytes)?;
-        f.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-        f.sync_all()?;
-    } else {
-        return Err(std::io::Error::other(format!(
-            "{}: not a file, symlink or directory",
-            from.display()
-        )));
-    }
-    std::os::unix::fs::lchown(to, Some(meta.uid()), Some(meta.gid()))
+        S_IFDIR => {
+            nix::sys::stat::mkdirat(to, name, Mode::S_IRWXU)?;
+            let made = openat(to, name, OFlag::O_DIRECTORY | NO_FOLLOW, Mode::empty())?;
+            let made = Dir::from_std_file(made.into());
+            let from = seen.dir().map_err(io::Error::other)?;
+            for e in from.entries()? {
+                let name = e?.file_name();
+                let entry = look(&from, &name, seen.shown.join(&name))?;
+                copy(&entry, &made, &name, left)?;
+            }
+            made.into_std_file()
+        }
+        S_IFREG => {
+            let bytes = seen.read(COPY_LIMIT).map_err(io::Error::other)?;
+            left.0 = left.0.checked_sub(bytes.len() as u64).ok_or_else(over)?;
+            let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | NO_FOLLOW;
+            let made = openat(to, name, flags, Mode::from_bits_truncate(0o600))?;
+            let mut made = std::fs::File::from(made);
+            made.write_all(&bytes)?;
+            made
+        }
+        _ => {
+            let shown = seen.shown.display();
+            return Err(io::Error::other(format!(
+                "{shown}: not a file, symlink or directory"
+            )));
+        }
+    };
+    nix::sys::stat::fchmod(&made, Mode::from_bits_truncate(seen.st.st_mode & 0o7777))?;
+    nix::unistd::fchown(&made, uid, gid)?;
+    made.sync_all()
 }
 
-/// Whether everything left of `from` is in `to` with the same content.
-fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
-    let Ok(meta) = std::fs::symlink_metadata(from) else {
-        return Ok(true);
-    };
-    let Ok(there) = std::fs::symlink_metadata(to) else {
+/// Whether everything left of what `from` holds is in what `to` holds with the same
+/// content, each entry [`look`]ed at and read through its handle as [`copy`] does.
+fn contained(from: &Walked, to: &Walked) -> io::Result<bool> {
+    let kind = from.st.st_mode & S_IFMT;
+    if kind != to.st.st_mode & S_IFMT {
         return Ok(false);
-    };
-    #[cfg(test)]
-    move_tests::between_check_and_read();
-    let (a, b) = (meta.file_type(), there.file_type());
-    if a.is_symlink() {
-        return Ok(b.is_symlink() && std::fs::read_link(from)? == std::fs::read_link(to)?);
     }
-    if a.is_dir() {
-        if !b.is_dir() {
-            return Ok(false);
-        }
-        for e in std::fs::read_dir(from)? {
-            let e = e?;
-            // Lock state: revert's own claim rewrote `..owner` since.
-            if crate::writer::LOCK_FILES
-                .iter()
-                .any(|l| e.file_name() == *l)
-            {
-                continue;
+    match kind {
+        S_IFLNK => Ok(link_of(from)? == link_of(to)?),
+        S_IFDIR => {
+            let here = from.dir().map_err(io::Error::other)?;
+            let there = to.dir().map_err(io::Error::other)?;
+            for e in here.entries()? {
+                let name = e?.file_name();
+                // Lock state: revert's own claim rewrote `..owner` since.
+                if crate::writer::LOCK_FILES.iter().any(|l| name == *l) {
+                    continue;
+                }
+                let Some(a) = look_absent(&here, &name, &from.shown.join(&name))? else {
+                    continue;
+                };
+                let Some(b) = look_absent(&there, &name, &to.shown.join(&name))? else {
+                    return Ok(false);
+                };
+                if !contained(&a, &b)? {
+                    return Ok(false);
+                }
             }
-            if !contained(&e.path(), &to.join(e.file_name()))? {
-                return Ok(false);
-            }
+            Ok(true)
         }
-        return Ok(true);
-    }
-    Ok(a.is_file() && b.is_file() && read_limited(from)? == read_limited(to)?)
-}
-
-/// Removes `path` (a file, symlink or directory tree), never following a link.
-pub fn remove(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
+        S_IFREG => {
+            let read = |w: &Walked| w.read(COPY_LIMIT).map_err(io::Error::other);
+            Ok(read(from)? == read(to)?)
+        }
+        _ => Ok(false),
     }
 }
 
-fn sync_parent(path: &Path) -> std::io::Result<()> {
-    match path.parent() {
-        Some(p) => std::fs::File::open(p)?.sync_all(),
+/// Removes `path` (a file, symlink or directory tree) beneath `dir`, never following a
+/// link: its parent reached as [`reach`] reaches, the rest removed beneath that handle.
+pub fn remove(dir: &Path, path: &Path) -> io::Result<()> {
+    match parent(dir, path)? {
+        Some((d, name)) => remove_in(&d, name),
         None => Ok(()),
     }
+}
+
+/// Removes `name` in `d` (a file, symlink or directory tree), never following a link.
+fn remove_in(d: &Dir, name: &OsStr) -> io::Result<()> {
+    match d.symlink_metadata(name) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => d.remove_dir_all(name),
+        Ok(_) => d.remove_file(name),
+    }
+}
+
+/// Makes lasting what was renamed, made or removed in `d`.
+fn sync(d: &Dir) -> io::Result<()> {
+    Ok(nix::unistd::fsync(d)?)
 }
 
 /// What became (in a dry run: would become) of a directory adopt made.
@@ -229,8 +324,7 @@ pub fn remove_empty_dir(
     }
     match parent.remove_dir(last) {
         Ok(()) => {
-            // The handle may be O_PATH (no fsync): "." opened for reading.
-            parent.open(".").and_then(|d| d.sync_all()).map_err(named)?;
+            sync(&parent).map_err(named)?;
             Ok(Left::Removed)
         }
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOTEMPTY) => Ok(Left::Kept(
@@ -272,7 +366,6 @@ pub fn reach_again(dir: &Path, node_path: &str) -> Result<Option<beneath::Walked
 /// What `node_path` names, reached from `dir` one name at a time, no symlink followed, the
 /// last name included: certsync's container may plant one anywhere below /etc/kubernetes.
 pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, FileProblem> {
-    use nix::fcntl::OFlag;
     let top = Path::new(super::paths::KUBEADM_DIR);
     let rel = node_path
         .strip_prefix(super::paths::KUBEADM_DIR)
@@ -283,24 +376,23 @@ pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, FileProblem
                 beneath: top.into(),
             })
         })?;
-    let held = nix::fcntl::open(
-        dir,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(|e| {
-        FileProblem::Way(PathError::Io {
-            path: top.into(),
-            source: e.into(),
-        })
-    })?;
-    let start = beneath::Start::Beneath(std::os::fd::AsFd::as_fd(&held), top);
+    let held = held(dir, top).map_err(FileProblem::Way)?;
+    let start = beneath::Start::Beneath(held.as_fd(), top);
     let rel = Path::new(rel.trim_start_matches('/'));
     beneath::walk(start, rel, beneath::Links::Refuse, &mut |_| Ok(())).map_err(|e| match e {
         e if e.is_not_found() => FileProblem::Missing,
         PathError::Link { path } => FileProblem::Link(path.display().to_string()),
         PathError::NotDir { path } => FileProblem::NotDir(path.display().to_string()),
         e => FileProblem::Way(e),
+    })
+}
+
+/// `dir` (the operator's, opened as given) held to walk beneath, shown as `shown`.
+fn held(dir: &Path, shown: &Path) -> Result<OwnedFd, PathError> {
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    nix::fcntl::open(dir, flags, Mode::empty()).map_err(|e| PathError::Io {
+        path: shown.into(),
+        source: e.into(),
     })
 }
 
@@ -359,9 +451,11 @@ mod reach_tests {
 #[cfg(test)]
 mod move_tests {
     use super::{
-        Left, MOVE_LIMIT, RevertError, contained, copy, move_path, remove, remove_empty_dir,
+        Left, MOVE_LIMIT, RevertError, contained, copy, look, move_path, parent, remove,
+        remove_empty_dir,
     };
     use std::cell::RefCell;
+    use std::path::Path;
 
     type Step = Option<Box<dyn FnOnce()>>;
     thread_local! {
@@ -376,6 +470,22 @@ mod move_tests {
         if let Some(step) = step {
             step();
         }
+    }
+
+    /// [`copy`] of `from` to `to`, both in `d`, as a move to another filesystem makes it.
+    fn copy_at(d: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
+        let (out, name) = parent(d, from)?.expect("from's directory");
+        let (into, to_name) = parent(d, to)?.expect("to's directory");
+        let seen = look(&out, name, from.to_owned())?;
+        copy(&seen, &into, to_name, &mut MOVE_LIMIT.clone())
+    }
+
+    /// [`contained`] of `from` in `to`, both in `d`, as a move that finds `to` asks it.
+    fn contained_at(d: &Path, from: &Path, to: &Path) -> std::io::Result<bool> {
+        let (out, name) = parent(d, from)?.expect("from's directory");
+        let (into, to_name) = parent(d, to)?.expect("to's directory");
+        let seen = look(&out, name, from.to_owned())?;
+        contained(&seen, &look(&into, to_name, to.to_owned())?)
     }
 
     /// Attack: certsync's container swaps its target (a directory) for a symlink to a host
@@ -410,16 +520,79 @@ mod move_tests {
             std::fs::rename(&kept, &target).unwrap();
         };
         swap();
-        let result = copy(&target, &copied, &mut MOVE_LIMIT.clone());
+        let result = copy_at(d.path(), &target, &copied);
         unswap();
         result.unwrap();
         assert_eq!(std::fs::read(copied.join("tls.crt")).unwrap(), b"target");
 
         swap();
-        let result = contained(&target, &backup);
+        let result = contained_at(d.path(), &target, &backup);
         unswap();
         assert!(!result.unwrap(), "the host directory passed for the target");
         assert_eq!(std::fs::read(host.join("tls.crt")).unwrap(), b"host");
+    }
+
+    /// A copy keeps each entry's mode and owner, a symlink's too (changed by its name
+    /// beneath the directory held, never through it), and symlinks as symlinks.
+    #[test]
+    fn a_copy_keeps_modes_owners_and_symlinks() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt};
+        let d = tempfile::tempdir().unwrap();
+        let (from, to) = (d.path().join("from"), d.path().join("to"));
+        std::fs::create_dir(&from).unwrap();
+        std::fs::write(from.join("tls.key"), "key").unwrap();
+        std::os::unix::fs::symlink("tls.key", from.join("link")).unwrap();
+        let mode = |p: &Path, m| std::fs::set_permissions(p, PermissionsExt::from_mode(m));
+        mode(&from, 0o750).unwrap();
+        mode(&from.join("tls.key"), 0o640).unwrap();
+        let root = nix::unistd::geteuid().is_root();
+        if root {
+            for p in [from.clone(), from.join("tls.key"), from.join("link")] {
+                std::os::unix::fs::lchown(p, Some(1234), Some(4321)).unwrap();
+            }
+        }
+        copy_at(d.path(), &from, &to).unwrap();
+        for (name, m) in [("", 0o750), ("tls.key", 0o640)] {
+            let (a, b) = (from.join(name), to.join(name));
+            let (a, b) = (a.symlink_metadata().unwrap(), b.symlink_metadata().unwrap());
+            assert_eq!(
+                (b.mode() & 0o7777, b.uid(), b.gid()),
+                (m, a.uid(), a.gid()),
+                "{name}"
+            );
+        }
+        let (a, b) = (from.join("link"), to.join("link"));
+        assert_eq!(std::fs::read_link(&b).unwrap(), Path::new("tls.key"));
+        let (a, b) = (a.symlink_metadata().unwrap(), b.symlink_metadata().unwrap());
+        assert_eq!((b.uid(), b.gid()), (a.uid(), a.gid()));
+        if root {
+            assert_eq!((b.uid(), b.gid()), (1234, 4321));
+        }
+    }
+
+    /// Attack: a symlink on the way to what a move or a removal names (the container
+    /// made one of the directories above a target a link to a host directory) is refused,
+    /// never followed: nothing of the host directory is moved or removed.
+    #[test]
+    fn attack_a_symlink_above_what_is_moved_or_removed_is_never_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        std::fs::write(host.path().join("x"), "host").unwrap();
+        std::fs::create_dir(d.path().join("backup")).unwrap();
+        std::os::unix::fs::symlink(host.path(), d.path().join("link")).unwrap();
+        let (from, to) = (d.path().join("link/x"), d.path().join("backup/x"));
+        let e = move_path(d.path(), &from, &to);
+        assert!(
+            matches!(&e, Err(RevertError::Move { source, .. })
+                if source.to_string().contains("is a symlink, not followed")),
+            "{e:?}"
+        );
+        let e = remove(d.path(), &from).expect_err("removed through a link");
+        assert!(e.to_string().contains("is a symlink, not followed"), "{e}");
+        let e = move_path(d.path(), &to, &from);
+        assert!(matches!(&e, Err(RevertError::Move { .. })), "{e:?}");
+        assert_eq!(std::fs::read(host.path().join("x")).unwrap(), b"host");
+        assert!(!to.exists());
     }
 
     /// Hard links to one file multiply what the container spent into the backup's
@@ -439,15 +612,15 @@ mod move_tests {
         }
         for from in [linked, empty] {
             let to = d.path().join("copy");
-            let e = copy(&from, &to, &mut MOVE_LIMIT.clone()).expect_err("copied past the limit");
+            let e = copy_at(d.path(), &from, &to).expect_err("copied past the limit");
             assert!(e.to_string().contains("one move copies"), "{e}");
-            remove(&to).unwrap();
+            remove(d.path(), &to).unwrap();
         }
         // Under the limit: copied whole.
         let small = d.path().join("small");
         std::fs::create_dir(&small).unwrap();
         std::fs::write(small.join("tls.crt"), b"certificate").unwrap();
-        copy(&small, &d.path().join("copy"), &mut MOVE_LIMIT.clone()).unwrap();
+        copy_at(d.path(), &small, &d.path().join("copy")).unwrap();
         assert_eq!(
             std::fs::read(d.path().join("copy/tls.crt")).unwrap(),
             b"certificate"
@@ -464,7 +637,7 @@ mod move_tests {
         let (from, to) = (d.path().join("from"), d.path().join("to"));
         std::fs::write(&from, "new").unwrap();
         std::fs::write(&to, "other").unwrap();
-        let e = move_path(&from, &to);
+        let e = move_path(d.path(), &from, &to);
         assert!(
             matches!(&e, Err(RevertError::Differ { from: f, to: t }) if *f == from && *t == to),
             "{e:?}"
@@ -473,11 +646,11 @@ mod move_tests {
         assert_eq!(std::fs::read(&to).unwrap(), b"other");
 
         std::fs::write(&to, "new").unwrap();
-        move_path(&from, &to).unwrap();
+        move_path(d.path(), &from, &to).unwrap();
         assert!(!from.exists());
         assert_eq!(std::fs::read(&to).unwrap(), b"new");
 
-        let e = move_path(&from, &d.path().join("none/to"));
+        let e = move_path(d.path(), &from, &d.path().join("none/to"));
         assert!(
             matches!(&e, Err(RevertError::Move { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound),
