@@ -149,7 +149,7 @@ pub(super) fn prune_backups(
     }
     for b in &gone {
         let path = host(dir, b);
-        super::moves::remove(&path).map_err(|e| KubeadmError::file(&path, e))?;
+        super::moves::remove(dir, &path).map_err(|e| KubeadmError::file(&path, e))?;
         let _ = writeln!(
             out,
             "removed the backup {b}/ (older than the newest {}; revert needs none of it)",

@@ -2,16 +2,28 @@
 //! resumably: the copy is made under a temporary name, fsynced, renamed into place, and
 //! only then is the original removed; the next attempt finishes a move that stopped after
 //! the copy. And the directories adopt made, removed once the moves leave them empty.
+//! Every step works on handles: the trees moved are certsync's container's to write, and a
+//! name it swaps after root's look (a directory for a symlink to a host one) must never
+//! lead root to copy, compare or remove a host tree. A path checked is never re-opened by
+//! name: ordering (revert stops the pod first) is no proof.
 
-use std::io::Write as _;
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
-use std::path::Path;
+use std::ffi::OsStr;
+use std::io::{self, Write as _};
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use cap_std::fs::Dir;
+use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
+use nix::libc::{S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use nix::sys::stat::Mode;
 
 use super::error::{FileProblem, RevertError};
-use crate::beneath::{self, PathError};
+use crate::beneath::{self, PathError, Walked};
 
-/// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists.
-pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
+/// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists, both
+/// beneath `dir`: each parent reached as [`reach`] reaches (no symlink on the way) and
+/// held; the rename (`renameat`), the copy and the removals work beneath those handles.
+pub fn move_path(dir: &Path, from: &Path, to: &Path) -> Result<(), RevertError> {
     let at = |step: &'static str| {
         move |source| RevertError::Move {
             from: from.to_owned(),
@@ -20,9 +32,22 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
             source,
         }
     };
-    if std::fs::symlink_metadata(to).is_ok() {
-        return match contained(from, to) {
-            Ok(true) => remove(from).map_err(at("removing the original: ")),
+    let absent = || io::Error::from(nix::errno::Errno::ENOENT);
+    let into = parent(dir, to).and_then(|p| p.ok_or_else(absent));
+    let (into, name) = into.map_err(at(""))?;
+    let held = match parent(dir, from).map_err(at(""))? {
+        Some((out, n)) => look_absent(&out, n, from)
+            .map_err(at(""))?
+            .map(|s| (out, n, s)),
+        None => None,
+    };
+    if let Some(there) = look_absent(&into, name, to).map_err(at(""))? {
+        // Nothing left of `from`: an earlier attempt moved it.
+        let Some((out, from_name, seen)) = held else {
+            return Ok(());
+        };
+        return match contained(&seen, &there) {
+            Ok(true) => remove_in(&out, from_name).map_err(at("removing the original: ")),
             Ok(false) => Err(RevertError::Differ {
                 from: from.to_owned(),
                 to: to.to_owned(),
@@ -30,25 +55,25 @@ pub fn move_path(from: &Path, to: &Path) -> Result<(), RevertError> {
             Err(e) => Err(at("")(e)),
         };
     }
-    match std::fs::rename(from, to) {
-        Ok(()) => sync_parent(to).map_err(at("")),
-        Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
+    let (out, from_name, seen) = held.ok_or_else(absent).map_err(at(""))?;
+    match renameat(&out, from_name, &into, name) {
+        Ok(()) => sync(&into).map_err(at("")),
+        Err(nix::errno::Errno::EXDEV) => {
             // `.NAME.partial` beside `to`: where a copy is made before it is complete.
-            let name = to.file_name().unwrap_or_default().to_string_lossy();
-            let partial = to.with_file_name(format!(".{name}.partial"));
-            if std::fs::symlink_metadata(&partial).is_ok() {
-                remove(&partial).map_err(at("removing an earlier partial copy: "))?;
-            }
+            let partial = format!(".{}.partial", name.to_string_lossy());
+            let partial = OsStr::new(&partial);
+            remove_in(&into, partial).map_err(at("removing an earlier partial copy: "))?;
             let mut left = MOVE_LIMIT;
-            copy(from, &partial, &mut left).map_err(at("another filesystem; copying: "))?;
-            std::fs::rename(&partial, to).map_err(at(""))?;
-            sync_parent(to).map_err(at(""))?;
+            let copying = "another filesystem; copying: ";
+            copy(&seen, &into, partial, &mut left).map_err(at(copying))?;
+            renameat(&into, partial, &into, name).map_err(|e| at("")(e.into()))?;
+            sync(&into).map_err(at(""))?;
             let copied =
                 "copied, but removing the original failed (a second attempt finishes it): ";
-            remove(from).map_err(at(copied))?;
-            sync_parent(from).map_err(at(""))
+            remove_in(&out, from_name).map_err(at(copied))?;
+            sync(&out).map_err(at(""))
         }
-        Err(e) => Err(at("")(e)),
+        Err(e) => Err(at("")(e.into())),
     }
 }
 
@@ -62,107 +87,181 @@ const COPY_LIMIT: u64 = 1 << 20;
 /// container spent on its own filesystem into the backup's.
 const MOVE_LIMIT: (u64, usize) = (16 << 20, 10_000);
 
-/// `from`'s bytes, opened as the regular file it is (no link as its last name, never
-/// blocking on a FIFO), at most [`COPY_LIMIT`].
-fn read_limited(from: &Path) -> std::io::Result<Vec<u8>> {
-    let file = beneath::open_file(from, beneath::Links::RefuseLast);
-    file.and_then(|f| beneath::read_capped(f, from, COPY_LIMIT))
-        .map_err(std::io::Error::other)
+/// The directory holding `path`, beneath `dir`, reached as [`reach`] does (one name at a
+/// time, no symlink followed) and held, and `path`'s last name in it; `None` if absent.
+fn parent<'p>(dir: &Path, path: &'p Path) -> io::Result<Option<(Dir, &'p OsStr)>> {
+    let rel = path.strip_prefix(dir).ok();
+    let Some((up, name)) = rel.and_then(|r| Some((r.parent()?, r.file_name()?))) else {
+        let escapes = PathError::Escapes {
+            what: "a path",
+            beneath: dir.into(),
+        };
+        return Err(io::Error::other(escapes));
+    };
+    let walked = held(dir, dir).and_then(|fd| {
+        let start = beneath::Start::Beneath(fd.as_fd(), dir);
+        beneath::walk(start, up, beneath::Links::Refuse, &mut |_| Ok(()))
+    });
+    let opened = walked.and_then(|w| match w.is_dir() {
+        true => w.dir(),
+        false => Err(PathError::NotDir { path: w.shown }),
+    });
+    match opened {
+        Ok(d) => Ok(Some((d, name))),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(io::Error::other(e)),
+    }
 }
 
-/// Copies `from` to `to` keeping modes, owners and symlinks, fsynced, within what is `left`
-/// of [`MOVE_LIMIT`]. Anything but a file, symlink or directory is refused, never skipped.
-fn copy(from: &Path, to: &Path, left: &mut (u64, usize)) -> std::io::Result<()> {
+/// `name` in `dir` as it is, no link followed: an `O_PATH` handle whose `fstat` judges
+/// its type, and through which it is then read (never by the name again, which the
+/// container may have swapped since), shown as `shown`.
+fn look(dir: &Dir, name: &OsStr, shown: PathBuf) -> io::Result<Walked> {
+    let fd = openat(dir, name, OFlag::O_PATH | NO_FOLLOW, Mode::empty())?;
+    let st = nix::sys::stat::fstat(&fd)?;
+    #[cfg(test)]
+    move_tests::between_check_and_read();
+    Ok(Walked {
+        fd,
+        st,
+        shown,
+        parent: None,
+        passed: Vec::new(),
+    })
+}
+
+/// Every handle this module opens: no link as its last name, none leaked to a child.
+const NO_FOLLOW: OFlag = OFlag::O_NOFOLLOW.union(OFlag::O_CLOEXEC);
+
+/// [`look`]; `None` when `name` is absent.
+fn look_absent(dir: &Dir, name: &OsStr, shown: &Path) -> io::Result<Option<Walked>> {
+    match look(dir, name, shown.to_owned()) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        seen => seen.map(Some),
+    }
+}
+
+/// What a symlink [`look`]ed at says, read through its handle (an empty name: the link).
+fn link_of(seen: &Walked) -> io::Result<std::ffi::OsString> {
+    Ok(readlinkat(&seen.fd, "")?)
+}
+
+/// Copies what `seen` holds to `name` in `to` keeping modes, owners and symlinks,
+/// fsynced, within what is `left` of [`MOVE_LIMIT`]: each entry [`look`]ed at and read
+/// through that handle, made beneath the handle of the directory it goes in. Anything
+/// but a file, symlink or directory is refused, never skipped.
+fn copy(seen: &Walked, to: &Dir, name: &OsStr, left: &mut (u64, usize)) -> io::Result<()> {
     let over = || {
         let (mib, entries) = (MOVE_LIMIT.0 >> 20, MOVE_LIMIT.1);
         let why = "certsync writes far less in a target: inspect it, remove what is not its";
-        std::io::Error::other(format!(
+        io::Error::other(format!(
             "{}: past the {mib} MiB or {entries} entries one move copies ({why})",
-            from.display()
+            seen.shown.display()
         ))
     };
     left.1 = left.1.checked_sub(1).ok_or_else(over)?;
-    let meta = std::fs::symlink_metadata(from)?;
-    let kind = meta.file_type();
-    if kind.is_symlink() {
-        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)?;
-    } else if kind.is_dir() {
-        std::fs::create_dir(to)?;
-        for e in std::fs::read_dir(from)? {
-            let e = e?;
-            copy(&e.path(), &to.join(e.file_name()), left)?;
+    let uid = Some(nix::unistd::Uid::from_raw(seen.st.st_uid));
+    let gid = Some(nix::unistd::Gid::from_raw(seen.st.st_gid));
+    let made = match seen.st.st_mode & S_IFMT {
+        S_IFLNK => {
+            nix::unistd::symlinkat(link_of(seen)?.as_os_str(), to, name)?;
+            // A symlink has no handle to chown: its name, beneath the directory held.
+            let no_follow = AtFlags::AT_SYMLINK_NOFOLLOW;
+            return Ok(nix::unistd::fchownat(to, name, uid, gid, no_follow)?);
         }
-        std::fs::set_permissions(to, std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-        std::fs::File::open(to)?.sync_all()?;
-    } else if kind.is_file() {
-        let bytes = read_limited(from)?;
-        left.0 = left.0.checked_sub(bytes.len() as u64).ok_or_else(over)?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(to)?;
-        f.write_all(&bytes)?;
-        f.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-        f.sync_all()?;
-    } else {
-        return Err(std::io::Error::other(format!(
-            "{}: not a file, symlink or directory",
-            from.display()
-        )));
-    }
-    std::os::unix::fs::lchown(to, Some(meta.uid()), Some(meta.gid()))
+        S_IFDIR => {
+            nix::sys::stat::mkdirat(to, name, Mode::S_IRWXU)?;
+            let made = openat(to, name, OFlag::O_DIRECTORY | NO_FOLLOW, Mode::empty())?;
+            let made = Dir::from_std_file(made.into());
+            let from = seen.dir().map_err(io::Error::other)?;
+            for e in from.entries()? {
+                let name = e?.file_name();
+                let entry = look(&from, &name, seen.shown.join(&name))?;
+                copy(&entry, &made, &name, left)?;
+            }
+            made.into_std_file()
+        }
+        S_IFREG => {
+            let bytes = seen.read(COPY_LIMIT).map_err(io::Error::other)?;
+            left.0 = left.0.checked_sub(bytes.len() as u64).ok_or_else(over)?;
+            let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | NO_FOLLOW;
+            let made = openat(to, name, flags, Mode::from_bits_truncate(0o600))?;
+            let mut made = std::fs::File::from(made);
+            made.write_all(&bytes)?;
+            made
+        }
+        _ => {
+            let shown = seen.shown.display();
+            return Err(io::Error::other(format!(
+                "{shown}: not a file, symlink or directory"
+            )));
+        }
+    };
+    nix::sys::stat::fchmod(&made, Mode::from_bits_truncate(seen.st.st_mode & 0o7777))?;
+    nix::unistd::fchown(&made, uid, gid)?;
+    made.sync_all()
 }
 
-/// Whether everything left of `from` is in `to` with the same content.
-fn contained(from: &Path, to: &Path) -> std::io::Result<bool> {
-    let Ok(meta) = std::fs::symlink_metadata(from) else {
-        return Ok(true);
-    };
-    let Ok(there) = std::fs::symlink_metadata(to) else {
+/// Whether everything left of what `from` holds is in what `to` holds with the same
+/// content, each entry [`look`]ed at and read through its handle as [`copy`] does.
+fn contained(from: &Walked, to: &Walked) -> io::Result<bool> {
+    let kind = from.st.st_mode & S_IFMT;
+    if kind != to.st.st_mode & S_IFMT {
         return Ok(false);
-    };
-    let (a, b) = (meta.file_type(), there.file_type());
-    if a.is_symlink() {
-        return Ok(b.is_symlink() && std::fs::read_link(from)? == std::fs::read_link(to)?);
     }
-    if a.is_dir() {
-        if !b.is_dir() {
-            return Ok(false);
-        }
-        for e in std::fs::read_dir(from)? {
-            let e = e?;
-            // Lock state: revert's own claim rewrote `..owner` since.
-            if crate::writer::LOCK_FILES
-                .iter()
-                .any(|l| e.file_name() == *l)
-            {
-                continue;
+    match kind {
+        S_IFLNK => Ok(link_of(from)? == link_of(to)?),
+        S_IFDIR => {
+            let here = from.dir().map_err(io::Error::other)?;
+            let there = to.dir().map_err(io::Error::other)?;
+            for e in here.entries()? {
+                let name = e?.file_name();
+                // Lock state: revert's own claim rewrote `..owner` since.
+                if crate::writer::LOCK_FILES.iter().any(|l| name == *l) {
+                    continue;
+                }
+                let Some(a) = look_absent(&here, &name, &from.shown.join(&name))? else {
+                    continue;
+                };
+                let Some(b) = look_absent(&there, &name, &to.shown.join(&name))? else {
+                    return Ok(false);
+                };
+                if !contained(&a, &b)? {
+                    return Ok(false);
+                }
             }
-            if !contained(&e.path(), &to.join(e.file_name()))? {
-                return Ok(false);
-            }
+            Ok(true)
         }
-        return Ok(true);
-    }
-    Ok(a.is_file() && b.is_file() && read_limited(from)? == read_limited(to)?)
-}
-
-/// Removes `path` (a file, symlink or directory tree), never following a link.
-pub fn remove(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
+        S_IFREG => {
+            let read = |w: &Walked| w.read(COPY_LIMIT).map_err(io::Error::other);
+            Ok(read(from)? == read(to)?)
+        }
+        _ => Ok(false),
     }
 }
 
-fn sync_parent(path: &Path) -> std::io::Result<()> {
-    match path.parent() {
-        Some(p) => std::fs::File::open(p)?.sync_all(),
+/// Removes `path` (a file, symlink or directory tree) beneath `dir`, never following a
+/// link: its parent reached as [`reach`] reaches, the rest removed beneath that handle.
+pub fn remove(dir: &Path, path: &Path) -> io::Result<()> {
+    match parent(dir, path)? {
+        Some((d, name)) => remove_in(&d, name),
         None => Ok(()),
     }
+}
+
+/// Removes `name` in `d` (a file, symlink or directory tree), never following a link.
+fn remove_in(d: &Dir, name: &OsStr) -> io::Result<()> {
+    match d.symlink_metadata(name) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => d.remove_dir_all(name),
+        Ok(_) => d.remove_file(name),
+    }
+}
+
+/// Makes lasting what was renamed, made or removed in `d`.
+fn sync(d: &Dir) -> io::Result<()> {
+    Ok(nix::unistd::fsync(d)?)
 }
 
 /// What became (in a dry run: would become) of a directory adopt made.
@@ -225,8 +324,7 @@ pub fn remove_empty_dir(
     }
     match parent.remove_dir(last) {
         Ok(()) => {
-            // The handle may be O_PATH (no fsync): "." opened for reading.
-            parent.open(".").and_then(|d| d.sync_all()).map_err(named)?;
+            sync(&parent).map_err(named)?;
             Ok(Left::Removed)
         }
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOTEMPTY) => Ok(Left::Kept(
@@ -268,7 +366,6 @@ pub fn reach_again(dir: &Path, node_path: &str) -> Result<Option<beneath::Walked
 /// What `node_path` names, reached from `dir` one name at a time, no symlink followed, the
 /// last name included: certsync's container may plant one anywhere below /etc/kubernetes.
 pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, FileProblem> {
-    use nix::fcntl::OFlag;
     let top = Path::new(super::paths::KUBEADM_DIR);
     let rel = node_path
         .strip_prefix(super::paths::KUBEADM_DIR)
@@ -279,18 +376,8 @@ pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, FileProblem
                 beneath: top.into(),
             })
         })?;
-    let held = nix::fcntl::open(
-        dir,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(|e| {
-        FileProblem::Way(PathError::Io {
-            path: top.into(),
-            source: e.into(),
-        })
-    })?;
-    let start = beneath::Start::Beneath(std::os::fd::AsFd::as_fd(&held), top);
+    let held = held(dir, top).map_err(FileProblem::Way)?;
+    let start = beneath::Start::Beneath(held.as_fd(), top);
     let rel = Path::new(rel.trim_start_matches('/'));
     beneath::walk(start, rel, beneath::Links::Refuse, &mut |_| Ok(())).map_err(|e| match e {
         e if e.is_not_found() => FileProblem::Missing,
@@ -300,132 +387,15 @@ pub fn reach(dir: &Path, node_path: &str) -> Result<beneath::Walked, FileProblem
     })
 }
 
-#[cfg(test)]
-mod reach_tests {
-    use super::{FileProblem, reach};
-    use std::os::unix::fs::symlink;
-
-    /// What revert's symlink check and every handle below
-    /// `/etc/kubernetes` rest on: a symlink at any name on the way, the
-    /// last included, is named by its node path and never followed; a
-    /// name absent, a file on the way and a path outside are told apart.
-    #[test]
-    fn a_symlink_at_each_name_below_etc_kubernetes_is_named_never_followed() {
-        let node = "/etc/kubernetes/pki/certsync/apiserver/tls.crt";
-        for (i, at) in [
-            "pki",
-            "pki/certsync",
-            "pki/certsync/apiserver",
-            "pki/certsync/apiserver/tls.crt",
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let d = tempfile::tempdir().unwrap();
-            let real = d.path().join("pki/certsync/apiserver");
-            std::fs::create_dir_all(&real).unwrap();
-            std::fs::write(real.join("tls.crt"), "x").unwrap();
-            let decoy = d.path().join(format!("decoy{i}"));
-            std::fs::rename(d.path().join(at), &decoy).unwrap();
-            symlink(&decoy, d.path().join(at)).unwrap();
-            match reach(d.path(), node) {
-                Err(FileProblem::Link(got)) => assert_eq!(got, format!("/etc/kubernetes/{at}")),
-                other => panic!("{at}: {other:?}"),
-            }
-        }
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir(d.path().join("pki")).unwrap();
-        std::fs::write(d.path().join("pki/f"), "x").unwrap();
-        assert!(matches!(
-            reach(d.path(), "/etc/kubernetes/pki/none/x"),
-            Err(FileProblem::Missing)
-        ));
-        assert!(matches!(
-            reach(d.path(), "/etc/kubernetes/pki/f/x"),
-            Err(FileProblem::NotDir(_))
-        ));
-        assert!(matches!(
-            reach(d.path(), "/etc/kubernetesX/pki"),
-            Err(FileProblem::Way(_))
-        ));
-        assert!(reach(d.path(), "/etc/kubernetes/pki/f").is_ok());
-    }
+/// `dir` (the operator's, opened as given) held to walk beneath, shown as `shown`.
+fn held(dir: &Path, shown: &Path) -> Result<OwnedFd, PathError> {
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    nix::fcntl::open(dir, flags, Mode::empty()).map_err(|e| PathError::Io {
+        path: shown.into(),
+        source: e.into(),
+    })
 }
 
 #[cfg(test)]
-mod move_tests {
-    use super::{Left, MOVE_LIMIT, RevertError, copy, move_path, remove, remove_empty_dir};
-
-    /// Hard links to one file multiply what the container spent into the backup's
-    /// filesystem; empty files, its inodes: each refused once past what one move copies.
-    #[test]
-    fn attack_hard_links_and_empty_files_never_copy_past_one_moves_limit() {
-        let d = tempfile::tempdir().unwrap();
-        let (linked, empty) = (d.path().join("linked"), d.path().join("empty"));
-        std::fs::create_dir(&linked).unwrap();
-        std::fs::write(linked.join("real"), vec![0u8; 900 << 10]).unwrap();
-        for n in 0..20 {
-            std::fs::hard_link(linked.join("real"), linked.join(format!("{n}"))).unwrap();
-        }
-        std::fs::create_dir(&empty).unwrap();
-        for n in 0..=MOVE_LIMIT.1 {
-            std::fs::write(empty.join(format!("{n}")), b"").unwrap();
-        }
-        for from in [linked, empty] {
-            let to = d.path().join("copy");
-            let e = copy(&from, &to, &mut MOVE_LIMIT.clone()).expect_err("copied past the limit");
-            assert!(e.to_string().contains("one move copies"), "{e}");
-            remove(&to).unwrap();
-        }
-        // Under the limit: copied whole.
-        let small = d.path().join("small");
-        std::fs::create_dir(&small).unwrap();
-        std::fs::write(small.join("tls.crt"), b"certificate").unwrap();
-        copy(&small, &d.path().join("copy"), &mut MOVE_LIMIT.clone()).unwrap();
-        assert_eq!(
-            std::fs::read(d.path().join("copy/tls.crt")).unwrap(),
-            b"certificate"
-        );
-    }
-
-    /// A move that finds its target there already finishes an earlier
-    /// attempt only when the target holds the original; two that differ
-    /// are refused, both named, neither touched. A directory to tidy that
-    /// is not below /etc/kubernetes is refused, not looked at.
-    #[test]
-    fn a_move_onto_a_different_file_is_refused_naming_both() {
-        let d = tempfile::tempdir().unwrap();
-        let (from, to) = (d.path().join("from"), d.path().join("to"));
-        std::fs::write(&from, "new").unwrap();
-        std::fs::write(&to, "other").unwrap();
-        let e = move_path(&from, &to);
-        assert!(
-            matches!(&e, Err(RevertError::Differ { from: f, to: t }) if *f == from && *t == to),
-            "{e:?}"
-        );
-        assert_eq!(std::fs::read(&from).unwrap(), b"new");
-        assert_eq!(std::fs::read(&to).unwrap(), b"other");
-
-        std::fs::write(&to, "new").unwrap();
-        move_path(&from, &to).unwrap();
-        assert!(!from.exists());
-        assert_eq!(std::fs::read(&to).unwrap(), b"new");
-
-        let e = move_path(&from, &d.path().join("none/to"));
-        assert!(
-            matches!(&e, Err(RevertError::Move { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound),
-            "{e:?}"
-        );
-
-        let e = remove_empty_dir(d.path(), "/etc/other/x", &[], true);
-        assert!(
-            matches!(&e, Err(RevertError::NotBelow { node_path }) if node_path == "/etc/other/x"),
-            "{e:?}"
-        );
-        assert_eq!(
-            remove_empty_dir(d.path(), "/etc/kubernetes/none", &[], true).unwrap(),
-            Left::Absent
-        );
-    }
-}
+#[path = "moves_tests.rs"]
+mod move_tests;

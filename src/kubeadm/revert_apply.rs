@@ -77,7 +77,7 @@ async fn apply(dir: &Path, plan: &mut RevertPlan) -> Result<(), KubeadmError> {
     plan.dirs = revert::tidy(dir, &made, &[STATE.to_owned()], false);
     // Last: while the record is in place, revert is not done.
     let to = backup_path(dir, &plan.newest, "/etc/kubernetes/reverted.json");
-    moves::move_path(&host(dir, STATE), &to)?;
+    moves::move_path(dir, &host(dir, STATE), &to)?;
     Ok(())
 }
 
@@ -89,7 +89,7 @@ fn put_away(dir: &Path, newest: &str, t: &str, purge: bool) -> Result<(), Kubead
         return move_away(dir, newest, t);
     }
     let node_path = t.to_owned();
-    let gone = moves::remove(&host(dir, t));
+    let gone = moves::remove(dir, &host(dir, t));
     Ok(gone.map_err(|source| RevertError::Purge { node_path, source })?)
 }
 
@@ -137,7 +137,7 @@ fn move_away(dir: &Path, backup: &str, node_path: &str) -> Result<(), KubeadmErr
     let name = base.file_name().unwrap_or_default().to_string_lossy();
     let names = (1..).map(|n| base.with_file_name(format!("{name}.reverted-{n}")));
     for kept in std::iter::once(base.clone()).chain(names) {
-        match moves::move_path(&from, &kept) {
+        match moves::move_path(dir, &from, &kept) {
             Err(RevertError::Differ { .. }) => {}
             done => return Ok(done?),
         }

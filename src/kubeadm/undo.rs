@@ -91,7 +91,7 @@ fn put_back_files(
     // certsync's own directory holds the backups: it stays.
     for d in absent.iter().filter(|d| **d != plan::MADE_DIRS[0]) {
         let path = host(dir, d);
-        if let Err(e) = super::moves::remove(&path) {
+        if let Err(e) = super::moves::remove(dir, &path) {
             fail(&format!("{}: {e}", path.display()));
         }
     }
