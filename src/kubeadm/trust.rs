@@ -170,11 +170,10 @@ pub fn plan(
         let mine = (!is_taken).then(|| (der.clone(), to));
         let theirs = theirs.into_iter().map(|(c, _, t)| (c, t));
         for (c, end) in kept.into_iter().chain(theirs).chain(mine) {
-            if end > now_s && !certs.contains(&c) {
+            if end > now_s && c != current && !certs.contains(&c) {
                 certs.push(c);
             }
         }
-        certs.retain(|c| *c != current);
         certs.push(current);
         let pems: Vec<String> = certs.iter().map(|c| encode("CERTIFICATE", c)).collect();
         let text = pems.concat();
@@ -483,8 +482,7 @@ pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError>
     let Some(bytes) = node::read_optional(dir, KUBELET)? else {
         return Ok(None);
     };
-    let text =
-        String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
+    let text = node::text(dir, KUBELET, Some(bytes))?;
     let held = embedded(&at, &text, crate::writer::CaCluster::Current)?;
     Ok(held.map(|held| (text, held)))
 }
