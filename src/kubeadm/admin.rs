@@ -6,6 +6,7 @@
 //! backed admin.conf up, the server and CA are the backup's; the live file
 //! gives only its client pair, and only one the node's CA issued.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kube::config::{AuthInfo, Cluster, Kubeconfig};
@@ -38,54 +39,36 @@ fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> 
     let user = user.ok_or_else(|| missing("user", &user_name))?;
     let c = (cluster.cluster.as_ref()).ok_or(FileProblem::Empty("cluster"))?;
     let u = (user.auth_info.as_ref()).ok_or(FileProblem::Empty("user"))?;
-    let cluster_fields = [
-        ("certificate-authority", c.certificate_authority.is_some()),
-        (
-            "insecure-skip-tls-verify",
-            c.insecure_skip_tls_verify.is_some(),
-        ),
-        ("proxy-url", c.proxy_url.is_some()),
-        ("disable-compression", c.disable_compression.is_some()),
-        ("tls-server-name", c.tls_server_name.is_some()),
-        ("extensions", c.extensions.is_some()),
-    ];
-    let user_fields = [
-        ("token", u.token.is_some()),
-        ("tokenFile", u.token_file.is_some()),
-        ("username", u.username.is_some()),
-        ("password", u.password.is_some()),
-        ("client-certificate", u.client_certificate.is_some()),
-        ("client-key", u.client_key.is_some()),
-        ("exec (a credential plugin)", u.exec.is_some()),
-        (
-            "auth-provider (a credential plugin)",
-            u.auth_provider.is_some(),
-        ),
-        ("as (impersonation)", u.impersonate.is_some()),
-        ("as-uid (impersonation)", u.impersonate_uid.is_some()),
-        ("as-groups (impersonation)", u.impersonate_groups.is_some()),
-        (
-            "as-user-extra (impersonation)",
-            u.impersonate_user_extra.is_some(),
-        ),
-        ("extensions", u.extensions.is_some()),
-    ];
-    only_kubeadms("cluster", &cluster.name, &cluster_fields, &c.other)?;
-    only_kubeadms("user", &user.name, &user_fields, &u.other)?;
+    // kubeadm's own fields taken out (the key stays a SecretString), anything else set is
+    // refused.
+    let (mut cb, mut ub) = (c.clone(), u.clone());
+    (cb.server, cb.certificate_authority_data) = (None, None);
+    (ub.client_certificate_data, ub.client_key_data) = (None, None);
+    only_kubeadms("cluster", &cluster.name, cb, &c.other)?;
+    only_kubeadms("user", &user.name, ub, &u.other)?;
     Ok((c, u))
 }
 
-/// Refuses `of` `name` for its first field set of `fields`, else for its
-/// first unknown field.
+/// Refuses `of` `name` for the first field `beyond` (what it holds but kubeadm's own
+/// fields) sets, else for its first unknown field (of `other`).
 fn only_kubeadms(
     of: &'static str,
     name: &str,
-    fields: &[(&'static str, bool)],
-    other: &std::collections::BTreeMap<String, serde_json::Value>,
+    beyond: impl serde::Serialize,
+    other: &BTreeMap<String, serde_json::Value>,
 ) -> Result<(), FileProblem> {
-    let set = (fields.iter().find(|(_, set)| *set)).map(|(f, _)| f.to_string());
+    let set: BTreeMap<String, serde_json::Value> =
+        serde_json::from_value(serde_json::to_value(beyond)?)?;
+    let known = set.into_keys().find(|f| !other.contains_key(f)).map(|f| {
+        let what = match f.as_str() {
+            "exec" | "auth-provider" => " (a credential plugin)",
+            "as" | "as-uid" | "as-groups" | "as-user-extra" => " (impersonation)",
+            _ => "",
+        };
+        f + what
+    });
     let unknown = (other.keys().next()).map(|f| format!("an unknown field {:?}", crate::escape(f)));
-    match set.or(unknown) {
+    match known.or(unknown) {
         Some(field) => Err(FileProblem::Field {
             of,
             name: crate::escape(name).into_owned(),
@@ -174,10 +157,14 @@ mod tests {
     /// escaped (the file may be the container's).
     #[test]
     fn a_field_kubeadm_never_writes_or_an_unknown_one_is_refused_by_name() {
-        let other = [("\u{1b}[2Jx".to_owned(), serde_json::Value::Null)].into();
-        let said = |set| {
-            let fields = [("token", false), ("tokenFile", set)];
-            only_kubeadms("user", "admin", &fields, &other).map_err(|e| e.to_string())
+        let other: BTreeMap<_, _> = [("\u{1b}[2Jx".to_owned(), serde_json::Value::Null)].into();
+        let said = |set: bool| {
+            let user = AuthInfo {
+                token_file: set.then(|| "/secret".into()),
+                other: other.clone(),
+                ..Default::default()
+            };
+            only_kubeadms("user", "admin", user, &other).map_err(|e| e.to_string())
         };
         assert_eq!(
             said(true),
@@ -186,6 +173,6 @@ mod tests {
         let unknown = said(false).expect_err("refused");
         assert!(unknown.starts_with("user \"admin\" has an unknown field \""));
         assert!(!unknown.contains('\u{1b}'), "{unknown}");
-        assert!(only_kubeadms("user", "admin", &[("token", false)], &Default::default()).is_ok());
+        assert!(only_kubeadms("user", "admin", AuthInfo::default(), &Default::default()).is_ok());
     }
 }

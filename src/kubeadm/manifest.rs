@@ -140,43 +140,35 @@ pub fn components() -> Vec<Component> {
         ("peer-cert-file", "peer-key-file", "etcd/peer"),
     ]);
     etcd.extend(["trusted-ca-file", "peer-trusted-ca-file"].map(etcd_trust));
-    let mut kcm = kubeconfig_flags("controller-manager.conf");
-    kcm.push(trust("root-ca-file", "ca", CA_BUNDLE));
-    let conf_volume = |file: &str| Volume {
-        name: "certsync-kubeconfig".into(),
-        path: format!("{KUBECONFIGS}/{file}"),
-        kind: "File",
-        read_only: true,
-    };
     let component = |name, flags, volumes, trusts| Component {
         name,
         flags,
         volumes,
         trusts,
     };
+    // The controller-manager and the scheduler: their kubeconfigs by file, mounted.
+    let [mut kcm, mut scheduler] = BY_FILE.map(|(file, _, _, name)| {
+        let conf = Volume {
+            name: "certsync-kubeconfig".into(),
+            path: format!("{KUBECONFIGS}/{file}"),
+            kind: "File",
+            read_only: true,
+        };
+        component(name, kubeconfig_flags(file), vec![conf], false)
+    });
+    kcm.flags.push(trust("root-ca-file", "ca", CA_BUNDLE));
+    kcm.trusts = true;
+    scheduler.volumes.push(Volume {
+        name: "certsync-client".into(),
+        path: format!("{P}/scheduler-client"),
+        kind: "Directory",
+        read_only: true,
+    });
     vec![
         component("kube-apiserver", api, vec![], true),
         component("etcd", etcd, vec![], true),
-        component(
-            "kube-controller-manager",
-            kcm,
-            vec![conf_volume("controller-manager.conf")],
-            true,
-        ),
-        component(
-            "kube-scheduler",
-            kubeconfig_flags("scheduler.conf"),
-            vec![
-                conf_volume("scheduler.conf"),
-                Volume {
-                    name: "certsync-client".into(),
-                    path: format!("{P}/scheduler-client"),
-                    kind: "Directory",
-                    read_only: true,
-                },
-            ],
-            false,
-        ),
+        kcm,
+        scheduler,
     ]
 }
 

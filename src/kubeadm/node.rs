@@ -74,16 +74,20 @@ pub fn certificates(at: &Path, pem: &[u8]) -> Result<Vec<Vec<u8>>, KubeadmError>
     }
 }
 
-/// `f` of the first certificate of `text` (the file at `node_path`), each problem named by
-/// its path.
+/// `f` of the first certificate of the file at `node_path`, read once ([`read_with_mode`]),
+/// each problem named by its path; with the file's text and mode as read.
 fn first_certificate<T>(
+    dir: &Path,
     node_path: &str,
-    text: &str,
     f: impl FnOnce(&Certificate<'_>) -> Result<T, FileProblem>,
-) -> Result<T, FileProblem> {
+) -> Result<(T, String, u32), FileProblem> {
+    let unreadable = |e| FileProblem::Unreadable(Box::new(e));
+    let (bytes, mode) = read_with_mode(dir, node_path).map_err(unreadable)?.unzip();
+    let text = text(dir, node_path, bytes).map_err(unreadable)?;
     let der = crate::pem::first_certificate(text.as_bytes())
         .map_err(|e| FileProblem::Pem(e).of(node_path))?;
-    f(&Certificate::read(&der).map_err(|e| FileProblem::from(e).of(node_path))?)
+    let t = f(&Certificate::read(&der).map_err(|e| FileProblem::from(e).of(node_path))?)?;
+    Ok((t, text, mode.unwrap_or_default()))
 }
 
 /// What a certificate is judged by (a CA is its subject and key, which a
@@ -126,10 +130,8 @@ pub fn encryption_algorithm(name: &str) -> Option<KeyAlg> {
 
 /// The key algorithm of `cert`'s key; `None` for one kubeadm does not make.
 pub fn key_alg(dir: &Path, cert: &str) -> Result<Option<KeyAlg>, FileProblem> {
-    let text = read(dir, cert).map_err(|e| FileProblem::Unreadable(Box::new(e)))?;
-    first_certificate(cert, &text, |c| {
-        Ok(c.key_alg().filter(|a| kubeadm_makes(*a)))
-    })
+    let alg = |c: &Certificate<'_>| Ok(c.key_alg().filter(|a| kubeadm_makes(*a)));
+    Ok(first_certificate(dir, cert, alg)?.0)
 }
 
 /// Checks that `template` is a certificate the CA at `ca` (`in_place`, as the command read
@@ -141,13 +143,9 @@ pub fn issued_by(
     ca: &str,
     in_place: Result<&Cert, FileProblem>,
 ) -> Result<(Vec<u8>, u32), FileProblem> {
-    let unreadable = |e| FileProblem::Unreadable(Box::new(e));
-    let (bytes, mode) = read_with_mode(dir, template).map_err(unreadable)?.unzip();
-    let text = text(dir, template, bytes).map_err(unreadable)?;
-    first_certificate(template, &text, |leaf| {
-        signed_by(leaf, template, in_place?, ca)
-    })?;
-    Ok((text.into_bytes(), mode.unwrap_or_default()))
+    let signed = |leaf: &Certificate<'_>| signed_by(leaf, template, in_place?, ca);
+    let ((), text, mode) = first_certificate(dir, template, signed)?;
+    Ok((text.into_bytes(), mode))
 }
 
 pub fn signed_by(

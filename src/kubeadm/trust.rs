@@ -167,14 +167,12 @@ pub fn plan(
             Some(b) => recorded(dir, record, b, &ca)?,
             None => Vec::new(),
         };
-        let mine = (!is_taken).then(|| (der.clone(), to));
-        let theirs = theirs.into_iter().map(|(c, _, t)| (c, t));
-        for (c, end) in kept.into_iter().chain(theirs).chain(mine) {
-            if end > now_s && !certs.contains(&c) {
-                certs.push(c);
+        let mine = (!is_taken).then(|| ca.clone());
+        for c in kept.into_iter().chain(theirs).chain(mine) {
+            if c.not_after > now_s && c.der != current && !certs.contains(&c.der) {
+                certs.push(c.der);
             }
         }
-        certs.retain(|c| *c != current);
         certs.push(current);
         let pems: Vec<String> = certs.iter().map(|c| encode("CERTIFICATE", c)).collect();
         let text = pems.concat();
@@ -207,7 +205,7 @@ pub fn plan(
 fn current(
     dir: &Path,
     (name, cert, ca): (&'static str, &'static str, &Cert),
-    (text, theirs): (String, &[Dated]),
+    (text, theirs): (String, &[Cert]),
     now: SystemTime,
     trust: &mut Trust,
 ) -> Result<(Vec<u8>, bool), KubeadmError> {
@@ -216,12 +214,14 @@ fn current(
     // renewal. Never one ending before the one in place (unless due): a
     // replayed older renewal would swap them, restarting the components.
     let due = now_s > due_from(from, to);
-    let taken = (theirs.last())
-        .filter(|(_, f, t)| *t > now_s && now_s <= due_from(*f, *t) && (*t >= to || due));
+    let taken = (theirs.last()).filter(|c| {
+        let (f, t) = (c.not_before, c.not_after);
+        t > now_s && now_s <= due_from(f, t) && (t >= to || due)
+    });
     let (current, ends, what) = match taken {
-        Some((c, _, t)) => {
+        Some(c) => {
             let what = "the cluster's CA certificate, which another node renewed";
-            (c.clone(), *t, what)
+            (c.der.clone(), c.not_after, what)
         }
         None if due => {
             let span = effective_span(from, to);
@@ -257,9 +257,6 @@ fn current(
     Ok((current, taken.is_some()))
 }
 
-/// A certificate (DER) with its notBefore and notAfter (Unix seconds).
-type Dated = (Vec<u8>, i64, i64);
-
 /// The certificates published for a CA with their validity; refused unless
 /// each is the CA's own as `renew_ca` makes it: `ca`'s subject and key, signed
 /// by that key, read as Go reads it, every field but serial and validity the
@@ -272,7 +269,7 @@ fn cluster_certs(
     ca: &Cert,
     now: i64,
     span: i64,
-) -> Result<Vec<Dated>, KubeadmError> {
+) -> Result<Vec<Cert>, KubeadmError> {
     let at = PathBuf::from(format!(
         "ConfigMap kube-system/certsync-kubeadm-cas, key {map_key}"
     ));
@@ -315,7 +312,7 @@ fn cluster_certs(
             if to > now + span + BACKDATE_SECS {
                 return Err(refuse("it ends later than a renewal made now would"));
             }
-            Ok((c.clone(), from, to))
+            Cert::parse(c).map_err(|e| KubeadmError::file(&at, e))
         })
         .collect()
 }
@@ -327,8 +324,8 @@ fn recorded(
     record: &Record,
     bundle: &str,
     ca: &Cert,
-) -> Result<Vec<(Vec<u8>, i64)>, KubeadmError> {
-    let mut certs: Vec<(Vec<u8>, i64)> = Vec::new();
+) -> Result<Vec<Cert>, KubeadmError> {
+    let mut certs: Vec<Cert> = Vec::new();
     for text in record.get(bundle).into_iter().flatten() {
         for c in node::certificates(&host(dir, STATE), text.as_bytes())? {
             let Ok(c) = Cert::parse(c) else {
@@ -336,9 +333,9 @@ fn recorded(
             };
             if (&c.subject, &c.spki) == (&ca.subject, &ca.spki)
                 && crate::x509::strict_certificate(&c.der).is_ok()
-                && !certs.iter().any(|(d, _)| *d == c.der)
+                && !certs.iter().any(|d| d.der == c.der)
             {
-                certs.push((c.der, c.not_after));
+                certs.push(c);
             }
         }
     }
@@ -443,8 +440,8 @@ fn bundle_part(
         .map_err(|e| e.to_string());
     let has = held.as_ref().is_ok_and(|h| h.iter().any(|h| h == der));
     c.in_bundle = Some(has);
-    let earlier = kept.iter().filter(|(k, _)| k != der);
-    c.earlier_ends = earlier.map(|(_, end)| *end).collect();
+    let earlier = kept.iter().filter(|k| k.der != *der);
+    c.earlier_ends = earlier.map(|k| k.not_after).collect();
     let previous = c.earlier_ends.iter().copied().min().unwrap_or(0);
     c.previous_not_after_seconds = previous;
     c.previous_not_after = (previous > 0).then(|| rfc3339(previous));
@@ -460,7 +457,7 @@ fn bundle_part(
             ),
         ));
     }
-    let stranger = |h: &&Vec<u8>| *h != der && !kept.iter().any(|(k, _)| k == *h);
+    let stranger = |h: &&Vec<u8>| *h != der && !kept.iter().any(|k| k.der == **h);
     let run = "run `certsync kubeadm adopt`, which writes it from the CA certificates";
     let loads = "which etcd, the API server or the controller-manager load at start";
     c.problem = match held.map(|h| h.iter().filter(stranger).count()) {
@@ -483,8 +480,7 @@ pub(super) fn kubelet_conf(dir: &Path) -> Result<Option<Embedded>, KubeadmError>
     let Some(bytes) = node::read_optional(dir, KUBELET)? else {
         return Ok(None);
     };
-    let text =
-        String::from_utf8(bytes).map_err(|_| KubeadmError::file(&at, FileProblem::NotUtf8))?;
+    let text = node::text(dir, KUBELET, Some(bytes))?;
     let held = embedded(&at, &text, crate::writer::CaCluster::Current)?;
     Ok(held.map(|held| (text, held)))
 }

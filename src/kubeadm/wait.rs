@@ -374,14 +374,11 @@ pub async fn api_server_back(
             addr: addr.clone(),
             sni: None,
         };
-        let url = format!("https://{addr}")
-            .parse()
-            .map_err(|e| Seen::NoAdmin {
-                problem: format!("https://{}: {e}", crate::escape(&addr)).into(),
-            })?;
-        // Made once: one admin.conf that cannot be used ends the wait.
-        let client =
-            super::admin::client(admin, Some(url)).map_err(|problem| Seen::NoAdmin { problem })?;
+        // Made once: one admin.conf that cannot be used (or no URL) ends the wait.
+        let client = (format!("https://{addr}").parse())
+            .map_err(|e| format!("https://{}: {e}", crate::escape(&addr)).into())
+            .and_then(|url| super::admin::client(admin, Some(url)))
+            .map_err(|problem| Seen::NoAdmin { problem })?;
         let mut gap = false;
         poll(timeout, Duration::from_secs(2), async |elapsed| {
             let seen = match served_as_named(dir, &cert, &check).await {
