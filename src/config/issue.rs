@@ -2,6 +2,7 @@
 //! algorithm, usages, lifetime, renewal window), and each kind's own.
 
 use super::error::ConfigError;
+use super::grammar::SourceKind;
 use super::mapping::{MappingSpec, check_dns};
 use super::options::as_written;
 use crate::cli::{YEAR, duration};
@@ -33,7 +34,10 @@ impl MappingSpec {
         usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, ConfigError>,
     ) -> Result<CsrSpec, ConfigError> {
         let key_alg: KeyAlg = match &self.key_alg {
-            Some(s) => s.parse().map_err(ConfigError::KeyAlg)?,
+            Some(s) => (s.parse()).map_err(|source| ConfigError::X509 {
+                option: "key-alg",
+                source,
+            })?,
             None => KeyAlg::default(),
         };
         let ips = self
@@ -47,7 +51,10 @@ impl MappingSpec {
         // Each dns= a host name (or a wildcard one), held to the rule templates
         // and issued certificates are held to too (no address as a name).
         for d in &self.dns {
-            crate::x509::dns_name(d).map_err(ConfigError::DnsRule)?;
+            crate::x509::dns_name(d).map_err(|source| ConfigError::X509 {
+                option: "dns",
+                source,
+            })?;
         }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err(ConfigError::EmptySubject);
@@ -73,7 +80,11 @@ impl MappingSpec {
             .as_deref()
             .map(duration(min_ms, YEAR * 100))
             .transpose()
-            .map_err(|source| ConfigError::Lifetime { source, why })?;
+            .map_err(|source| ConfigError::Duration {
+                option: "lifetime",
+                source,
+                why,
+            })?;
         let renew = match &self.renew {
             Some(s) => parse_renew(s)?,
             None => DEFAULT_RENEW,
@@ -105,7 +116,8 @@ impl MappingSpec {
                 return Err(ConfigError::UnknownUsage { usage: u });
             }
             if usages.contains(&u) {
-                return Err(ConfigError::UsageTwice { usage: u });
+                let (what, value) = ("usage", u);
+                return Err(ConfigError::Twice { what, value });
             }
             usages.push(u);
         }
@@ -128,7 +140,9 @@ impl MappingSpec {
         }
         let mut spec = self.issue_options(
             (600_000, " (the API requires at least 10m)"),
-            Some(ConfigError::NoCsrSubject),
+            Some(ConfigError::NoSubject {
+                kind: SourceKind::Csr,
+            }),
             |key_alg| {
                 default_usages(signer, key_alg).ok_or_else(|| ConfigError::UnknownSignerUsages {
                     signer: signer.to_owned(),
@@ -141,7 +155,11 @@ impl MappingSpec {
             .as_deref()
             .map(duration(1000, YEAR))
             .transpose()
-            .map_err(ConfigError::ApprovalTimeout)?
+            .map_err(|source| ConfigError::Duration {
+                option: "approval-timeout",
+                source,
+                why: "",
+            })?
             .unwrap_or(Duration::from_secs(15 * 60));
         spec.ca = self
             .ca
@@ -184,7 +202,9 @@ impl MappingSpec {
         if let (Some(_), Some(option)) = (&template, given.find(|o| written.contains_key(*o))) {
             return Err(ConfigError::TemplateAndOption { option });
         }
-        let no_subject = template.is_none().then_some(ConfigError::NoCaSubject);
+        let no_subject = (template.is_none()).then_some(ConfigError::NoSubject {
+            kind: SourceKind::Ca,
+        });
         let mut issue = self.issue_options((1000, ""), no_subject, |_| match &template {
             Some(_) => Ok(Vec::new()),
             None => Err(ConfigError::NoCaUsages),
@@ -231,20 +251,16 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, ConfigError> {
             signer: signer.to_owned(),
         });
     }
-    if let Some(other) = s.strip_prefix("clustertrustbundle:") {
-        if !other.contains('/') {
-            return Err(ConfigError::CaBundleSigner {
-                value: s.to_owned(),
-            });
-        }
+    if let Some(other) = s.strip_prefix("clustertrustbundle:")
+        && other.contains('/')
+    {
         return Ok(CaSource::TrustBundles {
             signer: other.to_owned(),
         });
     }
-    if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s)) {
-        if path.is_empty() {
-            return Err(ConfigError::CaFileEmpty);
-        }
+    if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s))
+        && !path.is_empty()
+    {
         return Ok(CaSource::File(PathBuf::from(path)));
     }
     if let Some(rest) = s.strip_prefix("configmap:") {
