@@ -234,12 +234,9 @@ pub enum ConfigError {
     )]
     Renew { value: String },
     #[error(
-        "the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1"
-    )]
-    LegacyUnknown,
-    #[error(
         "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
-         csr:kubernetes.io/kube-apiserver-client"
+         csr:kubernetes.io/kube-apiserver-client (kubernetes.io/legacy-unknown cannot be \
+         requested in certificates.k8s.io/v1)"
     )]
     SignerName { signer: String },
     #[error(

@@ -126,17 +126,12 @@ impl MappingSpec {
 
     /// The `csr:SIGNER` options as a [`CsrSpec`].
     pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, ConfigError> {
-        match signer.split_once('/') {
-            Some((domain, path)) if !path.is_empty() && check_dns("name", domain).is_ok() => {
-                if signer == "kubernetes.io/legacy-unknown" {
-                    return Err(ConfigError::LegacyUnknown);
-                }
-            }
-            _ => {
-                return Err(ConfigError::SignerName {
-                    signer: signer.to_owned(),
-                });
-            }
+        // kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1.
+        let named = (signer.split_once('/'))
+            .is_some_and(|(domain, path)| !path.is_empty() && check_dns("name", domain).is_ok());
+        if !named || signer == "kubernetes.io/legacy-unknown" {
+            let signer = signer.to_owned();
+            return Err(ConfigError::SignerName { signer });
         }
         let mut spec = self.issue_options(
             (600_000, " (the API requires at least 10m)"),
