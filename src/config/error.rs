@@ -68,9 +68,8 @@ pub enum ConfigError {
     #[error("--node-cidr {cidr} is every address: pass --allow-any-node-address if that is meant")]
     EveryAddress { cidr: String },
     #[error(
-        "no --node-cidr: say which networks node addresses come from \
-         (e.g. --node-cidr 192.168.10.0/24), or pass --allow-any-node-address \
-         to accept any address a node lists in its own Node status"
+        "no --node-cidr: say which networks node addresses come from (e.g. --node-cidr \
+         192.168.10.0/24), or pass --allow-any-node-address to accept any a node lists"
     )]
     NoNodeCidr,
 
@@ -84,10 +83,8 @@ pub enum ConfigError {
     // A `--sync` flag that is not `KIND:SOURCE=TARGET[,OPTION=VALUE]...` as
     // the grammar reads it (the flag is named beside it,
     // [`ConfigError::At`]).
-    #[error("expected KIND:SOURCE=TARGET")]
+    #[error("expected KIND:SOURCE=TARGET, TARGET a directory")]
     NoTarget,
-    #[error("the target directory is empty")]
-    EmptyTarget,
     #[error(
         "unknown option {option:?} (known: {}; `certsync run -h` says which kinds each applies to)",
         super::grammar::OPTIONS.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")
@@ -192,11 +189,8 @@ pub enum ConfigError {
     // An option of a `csr:` or `ca:` mapping refused.
     /// A `key-alg=` x509 does not make, or a `dns=` that is not a host name
     /// (or a wildcard one), as x509 reads every DNS name.
-    #[error("{option}: {source}")]
-    X509 {
-        option: &'static str,
-        source: crate::x509::X509Error,
-    },
+    #[error("{0}: {1}")]
+    X509(&'static str, #[source] crate::x509::X509Error),
     #[error("ip {value:?} is not an IPv4 or IPv6 address")]
     Ip { value: String },
     #[error("cn and o may not be empty")]

@@ -34,10 +34,7 @@ impl MappingSpec {
         usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, ConfigError>,
     ) -> Result<CsrSpec, ConfigError> {
         let key_alg: KeyAlg = match &self.key_alg {
-            Some(s) => (s.parse()).map_err(|source| ConfigError::X509 {
-                option: "key-alg",
-                source,
-            })?,
+            Some(s) => (s.parse()).map_err(|e| ConfigError::X509("key-alg", e))?,
             None => KeyAlg::default(),
         };
         let ips = self
@@ -51,10 +48,7 @@ impl MappingSpec {
         // Each dns= a host name (or a wildcard one), held to the rule templates
         // and issued certificates are held to too (no address as a name).
         for d in &self.dns {
-            crate::x509::dns_name(d).map_err(|source| ConfigError::X509 {
-                option: "dns",
-                source,
-            })?;
+            crate::x509::dns_name(d).map_err(|e| ConfigError::X509("dns", e))?;
         }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err(ConfigError::EmptySubject);
@@ -74,17 +68,7 @@ impl MappingSpec {
         // A leaf's usages only: refused at start, not after a request.
         crate::source::csr::leaf_usages(usages.iter().map(String::as_str))
             .map_err(ConfigError::NotLeaf)?;
-        let (min_ms, why) = min_lifetime;
-        let lifetime = self
-            .lifetime
-            .as_deref()
-            .map(duration(min_ms, YEAR * 100))
-            .transpose()
-            .map_err(|source| ConfigError::Duration {
-                option: "lifetime",
-                source,
-                why,
-            })?;
+        let lifetime = duration_of(&self.lifetime, "lifetime", min_lifetime, YEAR * 100)?;
         let renew = match &self.renew {
             Some(s) => parse_renew(s)?,
             None => DEFAULT_RENEW,
@@ -145,17 +129,8 @@ impl MappingSpec {
             },
         )?;
         spec.signer = signer.to_owned();
-        spec.approval_timeout = self
-            .approval_timeout
-            .as_deref()
-            .map(duration(1000, YEAR))
-            .transpose()
-            .map_err(|source| ConfigError::Duration {
-                option: "approval-timeout",
-                source,
-                why: "",
-            })?
-            .unwrap_or(Duration::from_secs(15 * 60));
+        let timeout = duration_of(&self.approval_timeout, "approval-timeout", (1000, ""), YEAR)?;
+        spec.approval_timeout = timeout.unwrap_or(Duration::from_secs(15 * 60));
         spec.ca = self
             .ca
             .as_deref()
@@ -216,6 +191,26 @@ impl MappingSpec {
             allow_loose_ca_key: self.allow_loose_ca_key,
         })
     }
+}
+
+/// `option=`'s duration, if given: at least `min_ms` (`why`: the reason
+/// for that bound) and at most `max_ms`.
+fn duration_of(
+    given: &Option<String>,
+    option: &'static str,
+    (min_ms, why): (u64, &'static str),
+    max_ms: u64,
+) -> Result<Option<Duration>, ConfigError> {
+    let parse = duration(min_ms, max_ms);
+    let refused = |source| ConfigError::Duration {
+        option,
+        source,
+        why,
+    };
+    given
+        .as_deref()
+        .map(|s| parse(s).map_err(refused))
+        .transpose()
 }
 
 /// `renew=LO-HI`: the renewal window as shares of the lifetime, as

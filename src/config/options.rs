@@ -14,18 +14,17 @@ impl MappingSpec {
             at: format!("--sync {spec:?}"),
             problem: Box::new(problem),
         };
-        let (source, rest) = spec
-            .split_once('=')
-            .ok_or_else(|| err(ConfigError::NoTarget))?;
-        let mut parts = rest.split(',');
-        let target = parts.next().unwrap_or_default();
+        // No `=`, or nothing after it: no target.
+        let (source, rest) = spec.split_once('=').unwrap_or((spec, ""));
+        let mut rest = rest.split(',');
+        let target = rest.next().unwrap_or_default();
         if target.is_empty() {
-            return Err(err(ConfigError::EmptyTarget));
+            return Err(err(ConfigError::NoTarget));
         }
         let mut keys = serde_json::Map::new();
         keys.insert("source".into(), source.into());
         keys.insert("target".into(), target.into());
-        for opt in parts {
+        for opt in rest {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             let Some(option) = grammar::option(k) else {
                 return Err(err(ConfigError::UnknownOption { option: k.into() }));

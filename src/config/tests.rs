@@ -180,7 +180,7 @@ fn bad_mappings_are_refused_with_the_reason() {
     let cases: &[(&[&str], &str)] = &[
         (&[], "no mappings"),
         (&["--sync", "dir:/a"], "expected KIND:SOURCE=TARGET"),
-        (&["--sync", "dir:/a="], "target directory is empty"),
+        (&["--sync", "dir:/a="], "expected KIND:SOURCE=TARGET"),
         (&["--sync", "/a=/b"], "unknown source kind in \"/a\""),
         (
             &["--sync", "nfs:/a=/b"],
