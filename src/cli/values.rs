@@ -54,11 +54,9 @@ pub enum ValueError {
     NotReload { signal: Signal },
     #[error("{value:?} is not an octal file mode such as 0644")]
     NotMode { value: String },
-    /// `why`: what the file mode may not do.
+    /// `why`: what the file (or key file) mode may not do.
     #[error("mode {mode:04o} {why}")]
     Mode { mode: u32, why: &'static str },
-    #[error("key mode {mode:04o} would make the private key readable by every user")]
-    KeyReadable { mode: u32 },
 
     // A `kubeadm adopt --set` refused.
     #[error("--set {spec:?}: expected OPTION=VALUE")]
@@ -244,7 +242,8 @@ pub fn parse_mode(s: &str) -> Result<u32, ValueError> {
 pub fn key_mode(s: &str) -> Result<u32, ValueError> {
     let mode = parse_mode(s)?;
     if mode & 0o007 != 0 {
-        return Err(ValueError::KeyReadable { mode });
+        let why = "would make the private key readable by every user";
+        return Err(ValueError::Mode { mode, why });
     }
     Ok(mode)
 }

@@ -68,42 +68,39 @@ pub enum ConfigError {
     #[error("--node-cidr {cidr} is every address: pass --allow-any-node-address if that is meant")]
     EveryAddress { cidr: String },
     #[error(
-        "no --node-cidr: say which networks node addresses come from \
-         (e.g. --node-cidr 192.168.10.0/24), or pass --allow-any-node-address \
-         to accept any address a node lists in its own Node status"
+        "no --node-cidr: say which networks node addresses come from (e.g. --node-cidr \
+         192.168.10.0/24), or pass --allow-any-node-address to accept any a node lists"
     )]
     NoNodeCidr,
 
     #[error(
-        "--events: mapping {mapping:?} (ca:) has no Kubernetes object: its Events go on the Pod certsync \
-         runs in, named by POD_NAME and POD_NAMESPACE, which are not both set; set them from the \
-         downward API in the container's env: `- name: POD_NAME` with `valueFrom: {{fieldRef: \
-         {{fieldPath: metadata.name}}}}` and `- name: POD_NAMESPACE` with `valueFrom: {{fieldRef: \
-         {{fieldPath: metadata.namespace}}}}`; or drop --events"
+        "--events: mapping {mapping:?} (ca:) records its Events on certsync's Pod: set POD_NAME and \
+         POD_NAMESPACE from the downward API (fieldRef metadata.name, metadata.namespace), or drop \
+         --events"
     )]
     EventsNoPod { mapping: String },
 
     // A `--sync` flag that is not `KIND:SOURCE=TARGET[,OPTION=VALUE]...` as
     // the grammar reads it (the flag is named beside it,
     // [`ConfigError::At`]).
-    #[error("expected KIND:SOURCE=TARGET")]
+    #[error("expected KIND:SOURCE=TARGET, TARGET a directory")]
     NoTarget,
-    #[error("the target directory is empty")]
-    EmptyTarget,
     #[error(
         "unknown option {option:?} (known: {}; `certsync run -h` says which kinds each applies to)",
         super::grammar::OPTIONS.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")
     )]
     UnknownOption { option: String },
-    #[error("option {option:?} needs a value ({option}=...)")]
-    NeedsValue { option: String },
-    #[error("{option} takes no value or true/false, got {value:?}")]
-    NotSwitch { option: String, value: String },
-    #[error("option {option:?} needs a numeric id, got {value:?}")]
-    NotId { option: String, value: String },
-    /// Given twice, one of the two would be dropped without a word.
-    #[error("option {option:?} is given twice")]
-    OptionTwice { option: String },
+    /// `takes`: what the option's shape takes ([`super::grammar::Shape::takes`]).
+    #[error("option {option:?} takes {takes}, not {value:?}")]
+    OptionValue {
+        option: String,
+        value: String,
+        takes: &'static str,
+    },
+    /// An option, a usage or a published file: given twice, one of the two
+    /// would be dropped without a word.
+    #[error("{what} {value:?} is given twice")]
+    Twice { what: &'static str, value: String },
     /// A mapping's options that do not read into (or back from) its
     /// fields: a value of the wrong shape.
     #[error("{0}")]
@@ -143,13 +140,12 @@ pub enum ConfigError {
 
     // Why one mapping, as written, is refused (the mapping is named beside
     // it, [`ConfigError::Mapping`]).
-    #[error("source {given:?} has no KIND: prefix (e.g. dir:/path)")]
-    NoKind { given: String },
+    /// No `KIND:` prefix, or one no kind has.
     #[error(
-        "unknown source kind {kind:?} (supported: {})",
+        "unknown source kind in {given:?}: give KIND:SOURCE, KIND one of {}",
         SourceKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
     )]
-    UnknownKind { kind: String },
+    UnknownKind { given: String },
     #[error("{given:?}: expected NAMESPACE/NAME")]
     NotNamespaced { given: String },
     #[error(
@@ -171,12 +167,6 @@ pub enum ConfigError {
          optional (no name=, files=, optional)"
     )]
     TreeNamesItself,
-    #[error("combined and ca-only exclude each other")]
-    CombinedCaOnly,
-    #[error("combined replaces cert and key; give one or the other")]
-    CombinedAndPair,
-    #[error("a ca-only mapping takes no cert or key")]
-    CaOnlyAndPair,
     /// A file name the target may not hold; `option` the option that
     /// gave it (`combined`, `files=NAME`, `write-kubeconfig`, `ca key`),
     /// none for a source file name.
@@ -187,8 +177,6 @@ pub enum ConfigError {
     },
     #[error("files=all publishes every file; give no other files=")]
     AllAndNamed,
-    #[error("files=: {name} is published twice")]
-    PublishedTwice { name: String },
     #[error(transparent)]
     Mode(#[from] crate::cli::ValueError),
     #[error("owner and group must be real ids, not 4294967295 (-1)")]
@@ -197,49 +185,22 @@ pub enum ConfigError {
     Verify(#[from] crate::reload::ReloadError),
     #[error("verify= needs a certificate/key pair, not a CA bundle")]
     VerifyCaOnly,
-    #[error(
-        "{option} {}: give an absolute path{} (e.g. {})",
-        path.display(),
-        if *option == "update-pair" { " without .crt/.key" } else { "" },
-        if *option == "update-pair" { "/etc/kubernetes/pki/apiserver" } else { "/etc/kubernetes/admin.conf" }
-    )]
-    CopyNotAbsolute { option: &'static str, path: PathBuf },
-    #[error(
-        "{option} {} is inside the target {}; {}",
-        path.display(),
-        target.display(),
-        if *option == "update-pair" {
-            "it names kubeadm's copy of the pair elsewhere"
-        } else {
-            "it names a kubeconfig elsewhere (write-kubeconfig= publishes one in the target)"
-        }
-    )]
-    CopyInOwnTarget {
-        option: &'static str,
-        path: PathBuf,
-        target: PathBuf,
-    },
-    #[error(
-        "update-pair {}: give the path without its extension; certsync writes PREFIX.crt and \
-         PREFIX.key",
-        prefix.display()
-    )]
-    PairWithExtension { prefix: PathBuf },
 
     // An option of a `csr:` or `ca:` mapping refused.
-    #[error(transparent)]
-    KeyAlg(crate::x509::X509Error),
+    /// A `key-alg=` x509 does not make, or a `dns=` that is not a host name
+    /// (or a wildcard one), as x509 reads every DNS name.
+    #[error("{0}: {1}")]
+    X509(&'static str, #[source] crate::x509::X509Error),
     #[error("ip {value:?} is not an IPv4 or IPv6 address")]
     Ip { value: String },
-    /// Not a host name (or a wildcard one), as x509 reads every DNS name.
-    #[error("dns: {0}")]
-    DnsRule(crate::x509::X509Error),
     #[error("cn and o may not be empty")]
     EmptySubject,
-    #[error("a csr: mapping needs a subject: cn=, dns= or ip=")]
-    NoCsrSubject,
-    #[error("a ca: mapping needs a subject: cn=, dns=, ip= or template=")]
-    NoCaSubject,
+    #[error(
+        "a {}: mapping needs a subject: cn=, dns=, ip={}",
+        kind.name(),
+        if *kind == SourceKind::Ca { " or template=" } else { "" }
+    )]
+    NoSubject { kind: SourceKind },
     #[error(
         "signer {signer} is not one whose usages certsync knows; give them, e.g. \
          usage=digital-signature,usage=server-auth"
@@ -252,38 +213,29 @@ pub enum ConfigError {
     NoCaUsages,
     #[error("usage {usage:?} is not a Kubernetes key usage (known: {})", CSR_USAGES.join(", "))]
     UnknownUsage { usage: String },
-    #[error("usage {usage:?} is given twice")]
-    UsageTwice { usage: String },
     #[error(transparent)]
     NotLeaf(crate::source::csr::CaUsage),
-    #[error("lifetime: {source}{why}")]
-    Lifetime {
+    /// `lifetime=` or `approval-timeout=`; `why` the bound's reason.
+    #[error("{option}: {source}{why}")]
+    Duration {
+        option: &'static str,
         source: ValueError,
         why: &'static str,
     },
-    #[error("approval-timeout: {0}")]
-    ApprovalTimeout(#[source] ValueError),
     #[error(
         "renew {value:?} is not a window LO-HI of the lifetime such as 0.7-0.9 or 70%-90% \
          (both above 0 and below 1, LO <= HI)"
     )]
     Renew { value: String },
     #[error(
-        "the signer kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1"
-    )]
-    LegacyUnknown,
-    #[error(
         "csr:{signer}: the signer name must be DOMAIN/PATH, e.g. \
-         csr:kubernetes.io/kube-apiserver-client"
+         csr:kubernetes.io/kube-apiserver-client (kubernetes.io/legacy-unknown cannot be \
+         requested in certificates.k8s.io/v1)"
     )]
     SignerName { signer: String },
-    #[error("ca={value}: a ClusterTrustBundle is selected by a signer name DOMAIN/PATH")]
-    CaBundleSigner { value: String },
-    #[error("ca=file: needs a path")]
-    CaFileEmpty,
     #[error(
         "ca {value:?}: for a csr: mapping give the signer's CA as file:PATH, \
-         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER]"
+         configmap:NAMESPACE/NAME[/KEY] or clustertrustbundle[:SIGNER] (SIGNER: DOMAIN/PATH)"
     )]
     CaSource { value: String },
     #[error("write-kubeconfig: {file} is the pair's own file")]
@@ -332,20 +284,8 @@ pub enum ConfigError {
 
     // A path of a mapping that another user could change, and what that user
     // could do with it.
-    #[error(
-        "source {}: owner {uid}, mode {mode:04o}: may be changed by another user (group or others \
-         may write it), any of whom could link in a file the others could not read and have \
-         certsync publish it; make it writable by its owner only",
-        dir.display()
-    )]
-    SourceWritable { dir: PathBuf, uid: u32, mode: u32 },
     #[error("target {0}")]
     TargetWritable(#[source] PathError),
-    #[error(
-        "target {}: no `..` in the target of a ca: mapping; give the path it means",
-        target.display()
-    )]
-    CaTargetDotDot { target: PathBuf },
     /// `what`: the pidfile, a source, a target, a `ca:` mapping's template,
     /// CA key or certificate, a `csr:` mapping's `ca=file:` or
     /// `bootstrap-kubeconfig=`; `risk`: what whoever could change it could
@@ -401,16 +341,23 @@ pub enum ConfigError {
         target: PathBuf,
         other: String,
     },
+    /// A path a mapping names (`option`: `target`, `update-kubeconfig`,
+    /// `update-pair`), refused as written or for where it leads.
     #[error("{option} {}: {problem}", path.display())]
-    CopyPath {
+    PathOf {
         option: &'static str,
         path: PathBuf,
         problem: Box<ConfigError>,
     },
 
-    // Why a copy may not be written where it is given.
+    // Why a path may not be used as written, or a copy written where it is
+    // given.
     #[error("no `..` in it; give the path it means")]
     DotDot,
+    #[error("give an absolute path")]
+    NotAbsolute,
+    #[error("give it without its extension; certsync writes PREFIX.crt and PREFIX.key")]
+    WithExtension,
     #[error(
         "{} is a CA file of mapping {other:?}{}; certsync never writes a CA",
         file.display(),
@@ -422,7 +369,7 @@ pub enum ConfigError {
         by_inode: bool,
     },
     #[error(
-        "{} is inside the target {} of mapping {other:?}{}",
+        "{} is inside the target {} of mapping {other:?}{}; give a path outside every target",
         file.display(),
         target.display(),
         if *by_inode { " (the same directory by device and inode: a bind mount)" } else { "" }

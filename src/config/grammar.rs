@@ -120,6 +120,17 @@ pub enum Shape {
     Id,
 }
 
+impl Shape {
+    /// What a value of this shape is, for a refusal.
+    pub fn takes(self) -> &'static str {
+        match self {
+            Text(_) | List(_) => "a value",
+            Switch => "no value, true or false",
+            Id => "a numeric id",
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct MappingOption {
     pub name: &'static str,
@@ -200,10 +211,10 @@ macro_rules! options {
 
 options! {
     name: Option<String> = ("name", Text("NAME"), RESOLVED, "name in logs and metrics (default: the target path)"),
-    cert: Option<String> = ("cert", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the chain (default tls.crt); ca: the CA certificate"),
-    key: Option<String> = ("key", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the key (default tls.key); ca: the CA key"),
+    cert: Option<String> = ("cert", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the chain (default tls.crt); ca: the CA certificate", excludes &["combined", "ca-only"]),
+    key: Option<String> = ("key", Text("FILE"), &[Dir, Secret, ConfigMap, Ca], "source file or key of the key (default tls.key); ca: the CA key", excludes &["combined", "ca-only"]),
     ca: Option<String> = ("ca", Text("FILE"), &[Dir, Secret, ConfigMap, Csr], "source file or key of the CA bundle (default ca.crt, optional); csr: the signer CA, file:PATH | configmap:NS/NAME[/KEY] | clustertrustbundle[:SIGNER]"),
-    combined: Option<String> = ("combined", Text("FILE"), &[Dir], "one PEM with chain and key (kubelet-server-current.pem)"),
+    combined: Option<String> = ("combined", Text("FILE"), &[Dir], "one PEM with chain and key (kubelet-server-current.pem)", excludes &["ca-only"]),
     ca_only: bool = ("ca-only", Switch, &[Dir, Secret, ConfigMap, Ctb], "a CA bundle only, no key"),
     cert_mode: Option<String> = ("cert-mode", Text("MODE"), RESOLVED, "the certificate files' mode (default --cert-mode)"),
     key_mode: Option<String> = ("key-mode", Text("MODE"), RESOLVED, "the key file's mode (default --key-mode)"),

@@ -148,5 +148,8 @@ fn what_an_option_needs_and_excludes_is_refused_as_the_grammar_says() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 8, "sni, allow-non-pem, optional; files with five");
+    assert_eq!(
+        checked, 13,
+        "sni, allow-non-pem, optional; files with five, cert and key with two, combined with one"
+    );
 }

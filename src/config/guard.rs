@@ -70,10 +70,15 @@ fn source_guarded(m: &Mapping) -> Result<(), ConfigError> {
         && let Ok(entry) = Entry::held(dir, std::os::fd::AsFd::as_fd(&walked.fd))
         && writers.judge(&entry).is_err()
     {
-        return Err(ConfigError::SourceWritable {
-            dir: dir.clone(),
-            uid: entry.uid,
-            mode: entry.mode,
+        return Err(ConfigError::Changeable {
+            what: "source",
+            path: dir.clone(),
+            source: PathError::FileChangeable {
+                uid: entry.uid,
+                mode: entry.mode,
+            },
+            risk: " (group or others may write it), any of whom could link in a file the others \
+                   could not read and have certsync publish it; make it writable by its owner only",
         });
     }
     Ok(())
@@ -126,22 +131,13 @@ fn target_guarded(m: &Mapping) -> Result<(), ConfigError> {
 
 /// A `ca:` mapping's paths can be changed by root only: its target (else
 /// another user, sticky directory or not, re-creates it or swaps a link in
-/// and receives the keys the CA issues; `..` is refused, as the kernel
-/// resolves it after symlinks where the overlap checks cannot), its
-/// template (whoever edits it chooses the identity) and, unless
+/// and receives the keys the CA issues; `..` in it is refused as written),
+/// its template (whoever edits it chooses the identity) and, unless
 /// `allow-loose-ca-key`, the CA's files.
 fn ca_paths_guarded(m: &Mapping) -> Result<(), ConfigError> {
     let Source::Ca(spec) = &m.source else {
         return Ok(());
     };
-    if m.target
-        .components()
-        .any(|c| c == std::path::Component::ParentDir)
-    {
-        return Err(ConfigError::CaTargetDotDot {
-            target: m.target.clone(),
-        });
-    }
     let mut paths = vec![("target", m.target.as_path())];
     paths.extend(spec.template.as_deref().map(|t| ("template", t)));
     if !spec.allow_loose_ca_key {

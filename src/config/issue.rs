@@ -2,6 +2,7 @@
 //! algorithm, usages, lifetime, renewal window), and each kind's own.
 
 use super::error::ConfigError;
+use super::grammar::SourceKind;
 use super::mapping::{MappingSpec, check_dns};
 use super::options::as_written;
 use crate::cli::{YEAR, duration};
@@ -33,7 +34,7 @@ impl MappingSpec {
         usages: impl FnOnce(KeyAlg) -> Result<Vec<String>, ConfigError>,
     ) -> Result<CsrSpec, ConfigError> {
         let key_alg: KeyAlg = match &self.key_alg {
-            Some(s) => s.parse().map_err(ConfigError::KeyAlg)?,
+            Some(s) => (s.parse()).map_err(|e| ConfigError::X509("key-alg", e))?,
             None => KeyAlg::default(),
         };
         let ips = self
@@ -47,7 +48,7 @@ impl MappingSpec {
         // Each dns= a host name (or a wildcard one), held to the rule templates
         // and issued certificates are held to too (no address as a name).
         for d in &self.dns {
-            crate::x509::dns_name(d).map_err(ConfigError::DnsRule)?;
+            crate::x509::dns_name(d).map_err(|e| ConfigError::X509("dns", e))?;
         }
         if self.cn.as_deref().is_some_and(str::is_empty) || self.o.iter().any(String::is_empty) {
             return Err(ConfigError::EmptySubject);
@@ -67,13 +68,7 @@ impl MappingSpec {
         // A leaf's usages only: refused at start, not after a request.
         crate::source::csr::leaf_usages(usages.iter().map(String::as_str))
             .map_err(ConfigError::NotLeaf)?;
-        let (min_ms, why) = min_lifetime;
-        let lifetime = self
-            .lifetime
-            .as_deref()
-            .map(duration(min_ms, YEAR * 100))
-            .transpose()
-            .map_err(|source| ConfigError::Lifetime { source, why })?;
+        let lifetime = duration_of(&self.lifetime, "lifetime", min_lifetime, YEAR * 100)?;
         let renew = match &self.renew {
             Some(s) => parse_renew(s)?,
             None => DEFAULT_RENEW,
@@ -105,7 +100,8 @@ impl MappingSpec {
                 return Err(ConfigError::UnknownUsage { usage: u });
             }
             if usages.contains(&u) {
-                return Err(ConfigError::UsageTwice { usage: u });
+                let (what, value) = ("usage", u);
+                return Err(ConfigError::Twice { what, value });
             }
             usages.push(u);
         }
@@ -114,21 +110,18 @@ impl MappingSpec {
 
     /// The `csr:SIGNER` options as a [`CsrSpec`].
     pub(crate) fn csr_spec(&self, signer: &str) -> Result<CsrSpec, ConfigError> {
-        match signer.split_once('/') {
-            Some((domain, path)) if !path.is_empty() && check_dns("name", domain).is_ok() => {
-                if signer == "kubernetes.io/legacy-unknown" {
-                    return Err(ConfigError::LegacyUnknown);
-                }
-            }
-            _ => {
-                return Err(ConfigError::SignerName {
-                    signer: signer.to_owned(),
-                });
-            }
+        // kubernetes.io/legacy-unknown cannot be requested in certificates.k8s.io/v1.
+        let named = (signer.split_once('/'))
+            .is_some_and(|(domain, path)| !path.is_empty() && check_dns("name", domain).is_ok());
+        if !named || signer == "kubernetes.io/legacy-unknown" {
+            let signer = signer.to_owned();
+            return Err(ConfigError::SignerName { signer });
         }
         let mut spec = self.issue_options(
             (600_000, " (the API requires at least 10m)"),
-            Some(ConfigError::NoCsrSubject),
+            Some(ConfigError::NoSubject {
+                kind: SourceKind::Csr,
+            }),
             |key_alg| {
                 default_usages(signer, key_alg).ok_or_else(|| ConfigError::UnknownSignerUsages {
                     signer: signer.to_owned(),
@@ -136,13 +129,8 @@ impl MappingSpec {
             },
         )?;
         spec.signer = signer.to_owned();
-        spec.approval_timeout = self
-            .approval_timeout
-            .as_deref()
-            .map(duration(1000, YEAR))
-            .transpose()
-            .map_err(ConfigError::ApprovalTimeout)?
-            .unwrap_or(Duration::from_secs(15 * 60));
+        let timeout = duration_of(&self.approval_timeout, "approval-timeout", (1000, ""), YEAR)?;
+        spec.approval_timeout = timeout.unwrap_or(Duration::from_secs(15 * 60));
         spec.ca = self
             .ca
             .as_deref()
@@ -184,7 +172,9 @@ impl MappingSpec {
         if let (Some(_), Some(option)) = (&template, given.find(|o| written.contains_key(*o))) {
             return Err(ConfigError::TemplateAndOption { option });
         }
-        let no_subject = template.is_none().then_some(ConfigError::NoCaSubject);
+        let no_subject = (template.is_none()).then_some(ConfigError::NoSubject {
+            kind: SourceKind::Ca,
+        });
         let mut issue = self.issue_options((1000, ""), no_subject, |_| match &template {
             Some(_) => Ok(Vec::new()),
             None => Err(ConfigError::NoCaUsages),
@@ -201,6 +191,26 @@ impl MappingSpec {
             allow_loose_ca_key: self.allow_loose_ca_key,
         })
     }
+}
+
+/// `option=`'s duration, if given: at least `min_ms` (`why`: the reason
+/// for that bound) and at most `max_ms`.
+fn duration_of(
+    given: &Option<String>,
+    option: &'static str,
+    (min_ms, why): (u64, &'static str),
+    max_ms: u64,
+) -> Result<Option<Duration>, ConfigError> {
+    let parse = duration(min_ms, max_ms);
+    let refused = |source| ConfigError::Duration {
+        option,
+        source,
+        why,
+    };
+    given
+        .as_deref()
+        .map(|s| parse(s).map_err(refused))
+        .transpose()
 }
 
 /// `renew=LO-HI`: the renewal window as shares of the lifetime, as
@@ -231,20 +241,16 @@ pub(crate) fn parse_ca(s: &str, signer: &str) -> Result<CaSource, ConfigError> {
             signer: signer.to_owned(),
         });
     }
-    if let Some(other) = s.strip_prefix("clustertrustbundle:") {
-        if !other.contains('/') {
-            return Err(ConfigError::CaBundleSigner {
-                value: s.to_owned(),
-            });
-        }
+    if let Some(other) = s.strip_prefix("clustertrustbundle:")
+        && other.contains('/')
+    {
         return Ok(CaSource::TrustBundles {
             signer: other.to_owned(),
         });
     }
-    if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s)) {
-        if path.is_empty() {
-            return Err(ConfigError::CaFileEmpty);
-        }
+    if let Some(path) = s.strip_prefix("file:").or(s.starts_with('/').then_some(s))
+        && !path.is_empty()
+    {
         return Ok(CaSource::File(PathBuf::from(path)));
     }
     if let Some(rest) = s.strip_prefix("configmap:") {

@@ -8,7 +8,7 @@ use super::grammar::SourceKind;
 use super::options::options_apply;
 use crate::cli::{RunArgs, key_mode, parse_mode};
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 
 use crate::bundle::{CA_FILE, CERT_FILE, Item, KEY_FILE, Layout, check_file_name};
 use crate::reload::verify::ServingCheck;
@@ -28,19 +28,17 @@ impl MappingSpec {
 
     fn checked(mut self, name: String, args: &RunArgs) -> Result<Mapping, ConfigError> {
         let source_text = self.source.clone();
-        let (kind, location) =
-            (source_text.split_once(':')).ok_or_else(|| ConfigError::NoKind {
+        let (kind, location) = (source_text.split_once(':'))
+            .and_then(|(kind, location)| Some((SourceKind::parse(kind)?, location)))
+            .ok_or_else(|| ConfigError::UnknownKind {
                 given: self.source.clone(),
             })?;
-        let kind = SourceKind::parse(kind).ok_or_else(|| ConfigError::UnknownKind {
-            kind: kind.to_owned(),
-        })?;
         options_apply(&self, kind)?;
         let source = self.read_source(kind, location)?;
         let (expect, layout, items) = self.published(kind, source.issuing())?;
         let writer = self.writer_options(args, source.issuing())?;
         let verify = self.serving_check(expect)?;
-        self.copies_outside()?;
+        self.paths_as_written(kind, &name)?;
         Ok(Mapping {
             update_kubeconfig: self.update_kubeconfig,
             update_pair: self.update_pair,
@@ -143,7 +141,7 @@ impl MappingSpec {
     }
 
     /// Without `files=`: a pair (cert and key, or combined) and its CA, or
-    /// the CA alone.
+    /// the CA alone (combined, cert= and key= excluded by the grammar).
     fn pem_files(
         &self,
         kind: SourceKind,
@@ -156,24 +154,13 @@ impl MappingSpec {
             Expect::Pair
         };
         let mut items = Vec::new();
-        let layout = match (&self.combined, ca_only) {
-            (Some(_), true) => {
-                return Err(ConfigError::CombinedCaOnly);
-            }
-            (Some(file), false) => {
-                if self.cert.is_some() || self.key.is_some() {
-                    return Err(ConfigError::CombinedAndPair);
-                }
+        let layout = match &self.combined {
+            Some(file) => {
                 check_file_name(file).map_err(ConfigError::file_name("combined"))?;
                 Layout::Combined(file.clone())
             }
-            (None, true) => {
-                if self.cert.is_some() || self.key.is_some() {
-                    return Err(ConfigError::CaOnlyAndPair);
-                }
-                Layout::Files
-            }
-            (None, false) => {
+            None if ca_only => Layout::Files,
+            None => {
                 let cert = self.cert.as_deref().unwrap_or(CERT_FILE);
                 let key = self.key.as_deref().unwrap_or(KEY_FILE);
                 items = vec![
@@ -206,9 +193,8 @@ impl MappingSpec {
             let (source_name, target_name) = f.split_once(':').unwrap_or((f, f));
             check_file_name(target_name).map_err(ConfigError::file_name(&format!("files={f}")))?;
             if items.iter().any(|i| i.target == target_name) {
-                return Err(ConfigError::PublishedTwice {
-                    name: target_name.to_owned(),
-                });
+                let (what, value) = ("published file", target_name.to_owned());
+                return Err(ConfigError::Twice { what, value });
             }
             items.push(Item::new(source_name, target_name, true));
         }
@@ -252,36 +238,50 @@ impl MappingSpec {
         Ok(verify)
     }
 
-    /// `update-kubeconfig=` and `update-pair=` absolute and outside the
-    /// target; `update-pair=` a prefix, without `.crt` or `.key`.
-    fn copies_outside(&self) -> Result<(), ConfigError> {
+    /// The paths a mapping names, as written: `update-kubeconfig=` and
+    /// `update-pair=` absolute, without `..` and outside the mapping's own
+    /// target, `update-pair=` a prefix, without `.crt` or `.key`; a `ca:`
+    /// mapping's target without `..`, as the kernel resolves it after
+    /// symlinks where the overlap checks cannot.
+    fn paths_as_written(&self, kind: SourceKind, name: &str) -> Result<(), ConfigError> {
+        let dot_dot = |p: &Path| p.components().any(|c| c == Component::ParentDir);
         let copies = [
             ("update-kubeconfig", &self.update_kubeconfig),
             ("update-pair", &self.update_pair),
         ];
         for (option, path) in copies {
             let Some(path) = path else { continue };
-            if !path.is_absolute() {
-                return Err(ConfigError::CopyNotAbsolute {
-                    option,
-                    path: path.clone(),
-                });
-            }
-            if path.starts_with(&self.target) {
-                return Err(ConfigError::CopyInOwnTarget {
-                    option,
-                    path: path.clone(),
+            let problem = if !path.is_absolute() {
+                ConfigError::NotAbsolute
+            } else if dot_dot(path) {
+                ConfigError::DotDot
+            } else if path.starts_with(&self.target) {
+                ConfigError::InTarget {
+                    file: path.clone(),
                     target: self.target.clone(),
-                });
-            }
+                    other: name.to_owned(),
+                    by_inode: false,
+                }
+            } else if option == "update-pair"
+                && (path.extension()).is_some_and(|e| e == "crt" || e == "key" || e == "pem")
+            {
+                ConfigError::WithExtension
+            } else {
+                continue;
+            };
+            let (path, problem) = (path.clone(), Box::new(problem));
+            return Err(ConfigError::PathOf {
+                option,
+                path,
+                problem,
+            });
         }
-        if let Some(prefix) = &self.update_pair
-            && prefix
-                .extension()
-                .is_some_and(|e| e == "crt" || e == "key" || e == "pem")
-        {
-            return Err(ConfigError::PairWithExtension {
-                prefix: prefix.clone(),
+        if kind == SourceKind::Ca && dot_dot(&self.target) {
+            let (path, problem) = (self.target.clone(), Box::new(ConfigError::DotDot));
+            return Err(ConfigError::PathOf {
+                option: "target",
+                path,
+                problem,
             });
         }
         Ok(())

@@ -14,61 +14,45 @@ impl MappingSpec {
             at: format!("--sync {spec:?}"),
             problem: Box::new(problem),
         };
-        let (source, rest) = spec
-            .split_once('=')
-            .ok_or_else(|| err(ConfigError::NoTarget))?;
-        let mut parts = rest.split(',');
-        let target = parts.next().unwrap_or_default();
+        // No `=`, or nothing after it: no target.
+        let (source, rest) = spec.split_once('=').unwrap_or((spec, ""));
+        let mut rest = rest.split(',');
+        let target = rest.next().unwrap_or_default();
         if target.is_empty() {
-            return Err(err(ConfigError::EmptyTarget));
+            return Err(err(ConfigError::NoTarget));
         }
         let mut keys = serde_json::Map::new();
         keys.insert("source".into(), source.into());
         keys.insert("target".into(), target.into());
-        for opt in parts {
+        for opt in rest {
             let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
             let Some(option) = grammar::option(k) else {
                 return Err(err(ConfigError::UnknownOption { option: k.into() }));
             };
-            let value = || {
-                if v.is_empty() {
-                    Err(err(ConfigError::NeedsValue { option: k.into() }))
-                } else {
-                    Ok(serde_json::Value::from(v))
-                }
+            let refused = || {
+                err(ConfigError::OptionValue {
+                    option: k.into(),
+                    value: v.into(),
+                    takes: option.shape.takes(),
+                })
             };
-            let value = match option.shape {
-                Shape::Text(_) => value()?,
-                Shape::List(_) => {
-                    let item = value()?;
+            let value: serde_json::Value = match (option.shape, v) {
+                (Shape::Switch, "" | "true") => true.into(),
+                (Shape::Switch, "false") => false.into(),
+                (Shape::Switch, _) | (_, "") => return Err(refused()),
+                (Shape::Id, _) => v.parse::<u32>().map_err(|_| refused())?.into(),
+                (Shape::Text(_), _) => v.into(),
+                (Shape::List(_), _) => {
                     let list = keys.entry(k).or_insert_with(|| Vec::<String>::new().into());
                     if let Some(list) = list.as_array_mut() {
-                        list.push(item);
+                        list.push(v.into());
                     }
                     continue;
                 }
-                Shape::Switch => match v {
-                    "" | "true" => true.into(),
-                    "false" => false.into(),
-                    _ => {
-                        return Err(err(ConfigError::NotSwitch {
-                            option: k.into(),
-                            value: v.into(),
-                        }));
-                    }
-                },
-                Shape::Id => v
-                    .parse::<u32>()
-                    .map_err(|_| {
-                        err(ConfigError::NotId {
-                            option: k.into(),
-                            value: v.into(),
-                        })
-                    })?
-                    .into(),
             };
             if keys.insert(k.to_owned(), value).is_some() {
-                return Err(err(ConfigError::OptionTwice { option: k.into() }));
+                let (what, value) = ("option", k.into());
+                return Err(err(ConfigError::Twice { what, value }));
             }
         }
         serde_json::from_value(keys.into()).map_err(|e| err(ConfigError::Shape(e)))

@@ -156,7 +156,7 @@ pub(super) fn copies_guarded(mappings: &[Mapping]) -> Result<(), ConfigError> {
         if let Some(problem) = forbidden.refuses(c).or(twice) {
             return Err(ConfigError::of_mapping(
                 &c.m.name,
-                ConfigError::CopyPath {
+                ConfigError::PathOf {
                     option: c.option,
                     path: c.path.to_owned(),
                     problem: Box::new(problem),
@@ -258,19 +258,14 @@ impl<'a> Forbidden<'a> {
         }
     }
 
-    /// Why copy `c` may not be written, if it may not: over a CA file, then
-    /// in a target, by path and where it leads; then the same by device and
-    /// inode: a bind mount (or, for a file, a hard link) leads to a target
-    /// or a CA file with no symlink for the path checks to see, and a copy
-    /// written there would overwrite the target or the CA.
+    /// Why copy `c` (without `..`, refused as written) may not be written,
+    /// if it may not: over a CA file, then in a target, by path and where it
+    /// leads; then the same by device and inode: a bind mount (or, for a
+    /// file, a hard link) leads to a target or a CA file with no symlink for
+    /// the path checks to see, and a copy written there would overwrite the
+    /// target or the CA.
     fn refuses(&self, c: &Copy<'_>) -> Option<ConfigError> {
         use crate::beneath::identity;
-        if c.path
-            .components()
-            .any(|p| p == std::path::Component::ParentDir)
-        {
-            return Some(ConfigError::DotDot);
-        }
         let both = || c.files.iter().zip(&c.reals);
         let over_ca = |by_inode: bool| {
             self.cas.iter().find_map(|ca| {

@@ -258,7 +258,14 @@ fn attack_ca_paths_others_may_change_are_refused() {
                 assert_eq!(*what, want, "{flag}");
                 assert!(risk.contains("what the CA signs"), "{flag}: {problem}");
             }
-            (None, ConfigError::CaTargetDotDot { .. }) => {}
+            (
+                None,
+                ConfigError::PathOf {
+                    option: "target",
+                    problem,
+                    ..
+                },
+            ) if matches!(**problem, ConfigError::DotDot) => {}
             _ => panic!("{flag}: {problem}"),
         }
     }
@@ -280,7 +287,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 csr("one", "t1", &format!(",update-pair={b}/p")),
                 csr("two", "t2", &format!(",update-pair={b}/p")),
             ],
-            &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::CopyTwice { other, theirs: "update-pair" } if other == "two")),
+            &|c| matches!(c, ConfigError::PathOf { problem, .. } if matches!(problem.as_ref(), ConfigError::CopyTwice { other, theirs: "update-pair" } if other == "two")),
         ),
         (
             [
@@ -290,7 +297,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
             &|c| {
                 matches!(
                     c,
-                    ConfigError::CopyPath { option: "update-kubeconfig", problem, .. }
+                    ConfigError::PathOf { option: "update-kubeconfig", problem, .. }
                         if matches!(problem.as_ref(), ConfigError::CopyTwice { theirs: "update-pair", .. })
                 )
             },
@@ -300,7 +307,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 csr("one", "t1", ""),
                 csr("two", "t2", &format!(",update-pair={b}/t1/p")),
             ],
-            &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
+            &|c| matches!(c, ConfigError::PathOf { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
         ),
         (
             [
@@ -312,7 +319,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 ),
             ],
             &|c| {
-                matches!(c, ConfigError::CopyPath { option: "update-kubeconfig", problem, .. }
+                matches!(c, ConfigError::PathOf { option: "update-kubeconfig", problem, .. }
                     if matches!(problem.as_ref(), ConfigError::InTarget { other, .. } if other == "one"))
             },
         ),
@@ -339,7 +346,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
     std::fs::create_dir(d.path().join("t1")).unwrap();
     std::os::unix::fs::symlink(d.path().join("t1"), d.path().join("t1-link")).unwrap();
     let ca = |extra: &str| format!("ca:{b}/pki/ca={b}/t3,name=three,cn=x,usage=client-auth{extra}");
-    let over_ca = |c: &ConfigError| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::OverCa { other, by_inode: false, .. } if other == "three"));
+    let over_ca = |c: &ConfigError| matches!(c, ConfigError::PathOf { problem, .. } if matches!(problem.as_ref(), ConfigError::OverCa { other, by_inode: false, .. } if other == "three"));
     let cases: [(Vec<String>, Want); 5] = [
         (vec![ca(&format!(",update-pair={b}/pki/ca"))], &over_ca),
         (vec![ca(&format!(",update-pair={b}/pki-link/ca"))], &over_ca),
@@ -348,7 +355,7 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 csr("one", "t1", ""),
                 csr("two", "t2", &format!(",update-pair={b}/t1-link/p")),
             ],
-            &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
+            &|c| matches!(c, ConfigError::PathOf { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
         ),
         // The symlink hidden behind a directory that does not exist yet.
         (
@@ -356,14 +363,14 @@ fn copies_outside_the_targets_are_one_mappings_each_and_in_no_target() {
                 csr("one", "t1", ""),
                 csr("two", "t2", &format!(",update-pair={b}/t1-link/new/p")),
             ],
-            &|c| matches!(c, ConfigError::CopyPath { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
+            &|c| matches!(c, ConfigError::PathOf { problem, .. } if matches!(problem.as_ref(), ConfigError::InTarget { other, by_inode: false, .. } if other == "one")),
         ),
         (
             vec![csr("one", "t1", &format!(",update-pair={b}/x/../p"))],
             &|c| {
                 matches!(
                     c,
-                    ConfigError::CopyPath { option: "update-pair", problem, .. }
+                    ConfigError::PathOf { option: "update-pair", problem, .. }
                         if matches!(problem.as_ref(), ConfigError::DotDot)
                 )
             },
