@@ -328,12 +328,9 @@ fn kubeadms(
     // as kubeadm's: revert would later hand it back as root's. Judged on the very reads
     // that would be backed up, so none can appear between the check and the backup.
     if recorded.is_some() && !first.is_empty() {
-        let missing = (first.iter())
-            .filter(|(f, ..)| !f.ends_with(".key"))
-            .map(|(f, ..)| match f.strip_suffix(".crt") {
-                Some(pair) => format!("{pair}.crt and .key"),
-                None => f.clone(),
-            })
+        let pair = |p| format!("{p}.crt and .key");
+        let missing = (first.iter().filter(|(f, ..)| !f.ends_with(".key")))
+            .map(|(f, ..)| f.strip_suffix(".crt").map_or_else(|| f.clone(), pair))
             .collect();
         return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
     }
