@@ -31,12 +31,8 @@ pub(super) fn load(dir: &Path, text: &str) -> Result<Config, ConfigError> {
 }
 
 pub(super) fn judge(opts: &Options, text: &str) -> Result<(), KubeadmError> {
-    let with = match opts.set.as_slice() {
-        [] => String::new(),
-        set => set.iter().fold(" with".to_owned(), |s, (k, v)| {
-            s + &format!(" --set {k}={v}")
-        }),
-    };
+    let set = opts.set.iter().map(|(k, v)| format!(" --set {k}={v}"));
+    let with = set.collect::<String>().replacen(" --set", " with --set", 1);
     let what = format!("the configuration it would write ({CONFIG}{with})");
     let refused = |r| KubeadmError::refused(&opts.dir, r);
     let config = load(&opts.dir, text).map_err(|source| {

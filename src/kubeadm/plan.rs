@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::Value;
 
 use super::error::{FileProblem, KubeadmError, Refusal};
-use super::manifest::{self, CA_BUNDLE, Manifest, TRUST_ANNOTATION};
+use super::manifest::{self, CA_BUNDLE, TRUST_ANNOTATION};
 use super::options::Options;
 use super::paths::host;
 use super::{api, node, trust};
@@ -28,7 +28,7 @@ use files::{certsyncs_files, config_text, renewal};
 use layout::Cert;
 #[cfg(test)]
 pub use layout::{CA_FILES, pairs};
-pub use layout::{EMBEDDED, certs, pair_ca, read_only_in_pod, recorded_targets, unrecorded};
+pub use layout::{EMBEDDED, certs, pair_ca, read_only_in_pod, unrecorded};
 
 /// What adopt does to `kube-public/cluster-info` so that `kubeadm join` trusts `bundle`;
 /// why it cannot only once a renewal is there to miss (a join fails only after the old
@@ -126,22 +126,18 @@ pub async fn plan(opts: &Options) -> Result<Plan, KubeadmError> {
     let cas = trust::Cas::read(dir).all()?;
     let admin = super::admin::Access::read(dir, state.map(|s| (s, &cas[0].0))).await;
     let (stored, from) = cluster_configuration(opts, &admin).await?;
-    let parsed = component_manifests(dir)?;
-    let etcd = parsed.iter().find(|(c, ..)| c.name == "etcd");
-    let mirror = etcd.and_then(|(.., m)| Some(format!("certsync-{}", m.flag("name")?)));
     let client = stored.as_ref().map(|(_, c)| c);
     let (trust, cluster_cas, cluster_cas_new) = cluster_trust(opts, cas, state, client).await?;
-    let manifests = manifest_changes(dir, parsed, &trust.digest)?;
+    let (manifests, mirror) = manifest_changes(dir, &trust.digest)?;
     // The node's mappings, looked at once: the configuration, the pod's mounts, the pairs
     // read and the plan's lines all name these.
     let certs = certs(dir, state);
     recorded_gone(dir, state)?;
     linked_targets(dir, certs.iter().map(|c| &c.target))?;
-    let pairs_first = kubeadms_pairs(dir, &certs, state, &trust.cas)?;
     let key_alg = key_alg(opts, stored.as_ref().map(|(c, _)| c))?;
     let config = config_text(opts, &certs, key_alg)?;
     super::judge::judge(opts, &config)?;
-    let (kubeconfigs_trusted, kubeadms) = kubeconfigs(dir, &trust.ca_bundle, state, pairs_first)?;
+    let (kubeconfigs_trusted, kubeadms) = kubeadms(dir, &certs, state, &trust)?;
     let config = config.into_bytes();
     let (files, generation) =
         certsyncs_files(opts, &certs, &trust, config, (state, &kubeadms), bootstrap)?;
@@ -236,13 +232,15 @@ async fn cluster_configuration(
     Ok((Some(s), from))
 }
 
-/// A component, its manifest's path, bytes and parsed form.
-type Parsed = (manifest::Component, String, Vec<u8>, Manifest);
-
-/// Each component's manifest, read and refused as found: a value of someone else's where
-/// adopt sets one is a refusal, not an unreadable file.
-fn component_manifests(dir: &Path) -> Result<Vec<Parsed>, KubeadmError> {
-    let mut parsed = Vec::new();
+/// The manifests adopt changes (flags, volumes, and the trust digest on the components
+/// that load trust at start), each read and refused as found: a value of someone else's
+/// where adopt sets one is a refusal, not an unreadable file; and certsync's mirror pod
+/// (`--name` of etcd's).
+fn manifest_changes(
+    dir: &Path,
+    digest: &str,
+) -> Result<(Vec<ManifestChange>, Option<String>), KubeadmError> {
+    let (mut manifests, mut mirror) = (Vec::new(), None);
     for (c, path, before) in manifest::on_node(dir) {
         let Some(before) = before? else {
             let refusal = match c.name {
@@ -251,24 +249,13 @@ fn component_manifests(dir: &Path) -> Result<Vec<Parsed>, KubeadmError> {
             };
             return Err(KubeadmError::refused(dir, refusal));
         };
-        let m = manifest::read(&c, &before).map_err(|problem| match problem {
+        let mut m = manifest::read(&c, &before).map_err(|problem| match problem {
             p if p.is_conflict() => KubeadmError::refused(dir, Refusal::Cert(p.of(&path))),
             p => KubeadmError::file(&host(dir, &path), p),
         })?;
-        parsed.push((c, path, before, m));
-    }
-    Ok(parsed)
-}
-
-/// The manifests adopt changes (flags, volumes, and the trust digest on the components
-/// that load trust at start).
-fn manifest_changes(
-    dir: &Path,
-    parsed: Vec<Parsed>,
-    digest: &str,
-) -> Result<Vec<ManifestChange>, KubeadmError> {
-    let mut manifests = Vec::new();
-    for (c, path, before, mut m) in parsed {
+        if c.name == "etcd" {
+            mirror = m.flag("name").map(|n| format!("certsync-{n}"));
+        }
         let (flags, volumes_added) = manifest::adopt(&c, &mut m);
         let mut annotations = Vec::new();
         let old = m.annotation(TRUST_ANNOTATION).unwrap_or_default();
@@ -280,40 +267,53 @@ fn manifest_changes(
         }
         let after = m
             .render()
-            .map_err(|e| KubeadmError::file(&host(dir, &path), e))?;
-        let after = after.into_bytes();
-        let change = ManifestChange {
+            .map_err(|e| KubeadmError::file(&host(dir, &path), e));
+        manifests.push(ManifestChange {
+            after: after?.into_bytes(),
             path,
             flags,
             volumes_added,
             annotations,
             before,
-            after,
-        };
-        manifests.push(change);
+        });
     }
-    Ok(manifests)
+    Ok((manifests, mirror))
 }
 
-/// Each template issued by its mapping's CA (as the trust plan read it: `cas`), and both
-/// files of each pair adopt keeps; those of pairs no earlier adoption backed up
-/// (`recorded`), with their bytes.
-fn kubeadms_pairs(
+/// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: given it, kubectl and
+/// kubeadm trust the renewal before the old one ends; and kubeadm's files no earlier
+/// adoption backed up (`recorded`), with their bytes: kubeconfigs, then both files of each
+/// pair adopt keeps, each template judged issued by its mapping's CA (as the trust plan
+/// read it). Each file read once: the bytes judged are the bytes backed up.
+fn kubeadms(
     dir: &Path,
     certs: &[Cert],
     recorded: Option<&State>,
-    cas: &[trust::CaEnd],
-) -> Result<Vec<Read>, KubeadmError> {
-    // Each template read once: the bytes judged are the bytes backed up.
+    trust: &trust::Trust,
+) -> Result<(Vec<String>, Vec<Read>), KubeadmError> {
     let crts = (certs.iter().filter_map(|c| Some((c.pair()?, c.ca_crt()))))
         .map(|(pair, ca)| {
             let crt = format!("{pair}.crt");
-            let read = node::issued_by(dir, &crt, &ca, trust::in_place(cas, &ca));
+            let read = node::issued_by(dir, &crt, &ca, trust::in_place(&trust.cas, &ca));
             let (bytes, mode) = read.map_err(|e| KubeadmError::refused(dir, Refusal::Cert(e)))?;
             Ok((pair, (crt, bytes, mode)))
         })
         .collect::<Result<Vec<_>, KubeadmError>>()?;
-    let mut first = Vec::new();
+    let (mut trusted, mut first) = (Vec::new(), Vec::new());
+    for k in EMBEDDED {
+        let Some((bytes, mode)) = node::read_with_mode(dir, k)? else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let ca = crate::writer::ca_data(&text, crate::writer::CaCluster::Current)
+            .map_err(|e| KubeadmError::file(&host(dir, k), e))?;
+        if ca.as_deref() != Some(&trust.ca_bundle[..]) {
+            trusted.push(k.to_owned());
+        }
+        if !recorded.is_some_and(|s| s.kubeconfigs.contains_key(k)) {
+            first.push((k.to_owned(), bytes, mode));
+        }
+    }
     for (p, crt) in crts {
         let file = format!("{p}.key");
         let Some((bytes, mode)) = node::read_with_mode(dir, &file)? else {
@@ -323,7 +323,18 @@ fn kubeadms_pairs(
             first.extend([crt, (file, bytes, mode)]);
         }
     }
-    Ok(first)
+    // On an adopted node, a kubeadm file certsync keeps in step that appeared after the
+    // first adoption (where certsync's container may write) is refused, never backed up
+    // as kubeadm's: revert would later hand it back as root's. Judged on the very reads
+    // that would be backed up, so none can appear between the check and the backup.
+    if recorded.is_some() && !first.is_empty() {
+        let pair = |p| format!("{p}.crt and .key");
+        let missing = (first.iter().filter(|(f, ..)| !f.ends_with(".key")))
+            .map(|(f, ..)| f.strip_suffix(".crt").map_or_else(|| f.clone(), pair))
+            .collect();
+        return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
+    }
+    Ok((trusted, first))
 }
 
 /// The ClusterConfiguration's `encryptionAlgorithm`, or without it (after an outage the
@@ -343,48 +354,6 @@ fn key_alg(opts: &Options, stored: Option<&Value>) -> Result<KeyAlg, KubeadmErro
         Err(e) => Refusal::Cert(e),
     };
     Err(KubeadmError::refused(&opts.dir, refusal))
-}
-
-/// kubeadm's kubeconfigs whose embedded CA is not yet the bundle: given it, kubectl and
-/// kubeadm trust the renewal before the old one ends; and those no earlier adoption backed
-/// up (`recorded`), with their bytes, then the pairs' files likewise (`pairs`).
-fn kubeconfigs(
-    dir: &Path,
-    bundle: &[u8],
-    recorded: Option<&State>,
-    pairs: Vec<Read>,
-) -> Result<(Vec<String>, Vec<Read>), KubeadmError> {
-    let (mut trusted, mut first) = (Vec::new(), Vec::new());
-    for k in EMBEDDED {
-        let Some((bytes, mode)) = node::read_with_mode(dir, k)? else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&bytes);
-        let ca = crate::writer::ca_data(&text, crate::writer::CaCluster::Current)
-            .map_err(|e| KubeadmError::file(&host(dir, k), e))?;
-        if ca.as_deref() != Some(bundle) {
-            trusted.push(k.to_owned());
-        }
-        if !recorded.is_some_and(|s| s.kubeconfigs.contains_key(k)) {
-            first.push((k.to_owned(), bytes, mode));
-        }
-    }
-    first.extend(pairs);
-    // On an adopted node, a kubeadm file certsync keeps in step that appeared after the
-    // first adoption (where certsync's container may write) is refused, never backed up
-    // as kubeadm's: revert would later hand it back as root's. Judged on the very reads
-    // that would be backed up, so none can appear between the check and the backup.
-    if recorded.is_some() && !first.is_empty() {
-        let missing = (first.iter())
-            .filter(|(f, ..)| !f.ends_with(".key"))
-            .map(|(f, ..)| match f.strip_suffix(".crt") {
-                Some(pair) => format!("{pair}.crt and .key"),
-                None => f.clone(),
-            })
-            .collect();
-        return Err(KubeadmError::refused(dir, Refusal::Unrecorded { missing }));
-    }
-    Ok((trusted, first))
 }
 
 /// Refused: a kubeconfig adopt's record names, gone since. certsync's container may delete

@@ -123,11 +123,10 @@ pub(super) fn read_backup(
         .ok_or_else(|| RevertError::NotBelow { node_path: node() })?;
     let problem = match super::node::read_optional(dir, &format!("{backup}/{rel}")) {
         Ok(Some(bytes)) => return Ok((at, bytes)),
-        Ok(None) => FileProblem::Missing,
-        Err(KubeadmError::File { problem, .. }) => *problem,
+        Ok(None) => Box::new(FileProblem::Missing),
+        Err(KubeadmError::File { problem, .. }) => problem,
         Err(e) => return Err(e),
     };
-    let problem = Box::new(problem);
     Err(RevertError::Backup {
         node_path: node(),
         at,

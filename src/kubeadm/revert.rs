@@ -12,7 +12,7 @@ use super::manifest::{self, BY_FILE, KUBECONFIGS, Manifest, manifest_path};
 use super::moves::{self, Left};
 use super::options::RevertOptions;
 use super::paths::host;
-use super::plan::{CONFIG, POD, STATE, recorded_targets};
+use super::plan::{CONFIG, POD, STATE, certs};
 use super::pod;
 use super::record::State;
 use crate::validate::rfc3339;
@@ -41,10 +41,10 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     let Some((_, state)) = State::read(dir)? else {
         return Ok(None);
     };
-    // The CA bundles too: one left behind is one the next adopt, finding no record of it,
-    // must refuse.
-    let targets = recorded_targets(dir, Some(&state));
-    let own: Vec<String> = (targets.iter().cloned())
+    // Every client's target the record names too. The CA bundles too: one left behind is
+    // one the next adopt, finding no record of it, must refuse.
+    let targets = certs(dir, Some(&state));
+    let own: Vec<String> = (targets.iter().map(|c| c.target.clone()))
         .chain([CONFIG, manifest::CA_BUNDLE, manifest::ETCD_CA_BUNDLE].map(str::to_owned))
         .chain(BY_FILE.map(|(f, ..)| format!("{KUBECONFIGS}/{f}")))
         .collect();

@@ -158,9 +158,3 @@ pub fn pair_ca(prefix: &str) -> Option<String> {
     let cert = pair_certs().find(|c| c.pair().as_deref() == Some(prefix));
     cert.map(|c| c.ca_crt())
 }
-
-/// The node's targets ([`certs`]), with adopt's record (`state`) each client's it names
-/// too: the targets revert takes back.
-pub fn recorded_targets(dir: &Path, state: Option<&State>) -> Vec<String> {
-    certs(dir, state).into_iter().map(|c| c.target).collect()
-}

@@ -585,7 +585,7 @@ async fn an_empty_plan_writes_and_waits_for_nothing() {
     p.cluster_cas_new = None;
     p.cluster_info_new = None;
     assert!(p.is_empty());
-    for target in plan::recorded_targets(d, None) {
+    for target in all_targets(d) {
         let (crt, key) = pair_ending(time::Duration::days(1));
         std::fs::write(host(d, &target).join("tls.crt"), crt).expect("crt");
         std::fs::write(host(d, &target).join("tls.key"), key).expect("key");

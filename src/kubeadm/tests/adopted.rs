@@ -159,7 +159,7 @@ pub(super) fn adopted_node() -> tempfile::TempDir {
     for f in ["controller-manager.conf", "scheduler.conf"] {
         write(&format!("/etc/kubernetes/certsync/{f}"), "certsync's\n");
     }
-    for t in plan::recorded_targets(d, None) {
+    for t in all_targets(d) {
         write(&format!("{t}/tls.crt"), &format!("target {t}\n"));
     }
     write(plan::CONFIG, "mappings: []\n");

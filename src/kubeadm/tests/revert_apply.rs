@@ -161,7 +161,7 @@ fn adopted_node_with_backup_on_tmpfs() -> Option<(tempfile::TempDir, Tmpfs)> {
 
 /// certsync's own files on the node (node paths) and their bytes.
 fn own_files(d: &Path) -> Vec<(String, Vec<u8>)> {
-    plan::recorded_targets(d, None)
+    all_targets(d)
         .into_iter()
         .map(|t| format!("{t}/tls.crt"))
         .chain([
@@ -344,7 +344,7 @@ async fn a_daemon_that_never_lets_go_of_its_targets_stops_revert_naming_it() {
     let d = dir.path().to_owned();
     let Err(err) = crate::kubeadm::revert_apply::claim_targets(
         &d,
-        &plan::recorded_targets(&d, None),
+        &all_targets(&d),
         std::time::Duration::from_millis(600),
     )
     .await
