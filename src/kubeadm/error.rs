@@ -278,12 +278,13 @@ pub enum Refusal {
     EncryptionAlgorithm { found: String },
     #[error("{cert}: a key of a size or curve kubeadm does not make")]
     KeySize { cert: &'static str },
+    /// adopt would back it up, and revert hand it back, as kubeadm's, as root's.
     #[error(
         "{} not in adopt's first backup: each appeared on this node after it was adopted (or \
-         an earlier certsync did not back it up), where certsync's container can write, so \
-         adopt cannot take it for kubeadm's; nothing was changed. Check each; move it out of \
+         an earlier certsync did not back it up), where certsync's container can write, so it \
+         is not taken for kubeadm's; nothing was changed. Check each; move it out of \
          /etc/kubernetes (kubeadm writes it again: `kubeadm init phase kubeconfig NAME`, \
-         `kubeadm init phase certs NAME`) and adopt again, or revert and adopt afresh",
+         `kubeadm init phase certs NAME`)",
         .missing.join(", ")
     )]
     Unrecorded { missing: Vec<String> },
@@ -297,11 +298,13 @@ pub enum Refusal {
          (cp -p), or revert the node"
     )]
     RecordedGone { path: String, backup: String },
+    /// A target certsync's pod would mount read-write, or a path revert moves or purges as
+    /// root: either would follow the link to the host directory it names.
     #[error(
-        "target {target} is reached through the symlink {link}: certsync's pod would mount \
-         where it leads read-write; remove the link (certsync's container may have made it)"
+        "{path} is reached through the symlink {link}, not followed: remove the link \
+         (certsync's container may have made it)"
     )]
-    TargetLink { target: String, link: String },
+    Link { path: String, link: String },
     #[error(
         "no --image, and the node has no certsync pod or record of adopt's naming one: give \
          --image{IMAGE_FORM}"
@@ -409,24 +412,10 @@ pub enum RevertError {
          again: it finishes what is left"
     )]
     PartReverted { source: Box<KubeadmError> },
-    #[error(
-        "{link} is a symlink, where certsync's {path} should be a directory or file of its \
-         own; nothing was changed: remove it (and check who made it), then run revert again"
-    )]
-    Symlink { link: String, path: String },
+    /// revert hands back only kubeadm's copy in the backup, or its certificate issued again,
+    /// never a file certsync's container could have written or a path it could have linked.
     #[error("{0}, then run revert again")]
     Planted(Box<Refusal>),
-    #[error("{link} is a symlink, where certsync's {path} should be; not following it")]
-    SymlinkNow { link: String, path: String },
-    #[error(
-        "kubeadm's copy of {} is not in adopt's backup (an earlier certsync adopted this node \
-         without backing it up, or it appeared since); nothing was changed. revert hands back only kubeadm's copy in \
-         the backup, or its certificate issued again, never a file certsync's container could \
-         have written. Check each; move it out of /etc/kubernetes (kubeadm writes it again: \
-         `kubeadm init phase kubeconfig NAME`, `kubeadm init phase certs NAME`), then revert",
-        .missing.join(", ")
-    )]
-    Unrecorded { missing: Vec<String> },
     #[error("{prefix}: not a pair adopt keeps")]
     NotAPair { prefix: String },
     #[error(
@@ -451,23 +440,10 @@ pub enum RevertError {
         at: PathBuf,
         kubeadms: String,
     },
-    #[error("backup of {node_path}: {}: {problem}", .at.display())]
-    Backup {
-        node_path: String,
-        at: PathBuf,
-        #[source]
-        problem: Box<FileProblem>,
-    },
     #[error("purge {node_path}: {source}")]
     Purge {
         node_path: String,
         source: std::io::Error,
-    },
-    /// A node path revert could not reach or change.
-    #[error("{}: {problem}", .path.display())]
-    At {
-        path: PathBuf,
-        problem: Box<FileProblem>,
     },
     #[error("move {} to {}: {step}{source}", from.display(), to.display())]
     Move {
@@ -485,8 +461,6 @@ pub enum RevertError {
     Differ { from: PathBuf, to: PathBuf },
     #[error("{node_path}: not below /etc/kubernetes")]
     NotBelow { node_path: String },
-    #[error("{0}")]
-    Way(#[source] crate::beneath::PathError),
     /// Its container could still write what revert hands back.
     #[error("{seen}; nothing of kubeadm's was handed back yet")]
     PodRunning { seen: Seen },
