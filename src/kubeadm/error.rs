@@ -217,16 +217,14 @@ pub enum FileProblem {
     /// `csr:`): it has no renewal window.
     #[error("not a ca: or csr: mapping, so no renewal window")]
     NotIssued,
-    #[error("no live certificate ({0})")]
-    NoTarget(#[source] crate::writer::WriterError),
+    /// Its target, or the live revision in it, cannot be opened or read.
     #[error("the live certificate cannot be read ({0})")]
     LiveUnreadable(#[source] crate::writer::WriterError),
+    /// No live revision, or one that holds no certificate.
     #[error("no live certificate")]
     NoLive,
     #[error("the live revision is damaged ({0})")]
     Damaged(String),
-    #[error("the live revision holds no certificate")]
-    NoCertificate,
 }
 
 impl FileProblem {
@@ -382,12 +380,11 @@ pub enum Refusal {
     KubeletBootstrap { path: &'static str },
     // A private key others may read (or not root's): adopt does not hand a node's CAs to
     // certsync while any local user may mint certificates with them.
-    #[error("{path} (mode {mode:04o}) may be read by its group or other users: chmod 0600 it")]
-    KeyReadable { path: String, mode: u32 },
     #[error(
-        "{path} belongs to uid {uid}, not root: that user may read or replace it; chown root:root it"
+        "{path} (mode {mode:04o}, owner uid {uid}) may be read or replaced by another user than \
+         root: chown root:root and chmod 0600 it"
     )]
-    KeyNotRoots { path: String, uid: u32 },
+    KeyExposed { path: String, mode: u32, uid: u32 },
     #[error("{path} {problem}: its keys cannot be judged")]
     KeysUnreadable { path: String, problem: FileProblem },
     #[error(
