@@ -45,10 +45,6 @@ pub enum KubeadmError {
         namespace: &'static str,
         name: &'static str,
     },
-    #[error("ConfigMap kube-system/kubeadm-config: no {CLUSTER_CONFIGURATION_KEY} key")]
-    NoClusterConfiguration,
-    #[error("ConfigMap kube-system/kubeadm-config: {CLUSTER_CONFIGURATION_KEY}: {0}")]
-    ClusterConfiguration(#[source] crate::files::YamlError),
     #[error("initial issuance failed ({0}); no manifest was changed")]
     Issue(#[source] serde_yaml_ng::Error),
     #[error(
@@ -508,5 +504,3 @@ impl From<KubeadmError> for Seen {
 pub(super) const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it: a server, \
      certificate-authority-data and an embedded client-certificate-data/client-key-data, nothing \
      that makes it read another file, trust another server or run a command";
-
-pub(super) const CLUSTER_CONFIGURATION_KEY: &str = "ClusterConfiguration";

@@ -180,8 +180,9 @@ async fn attack_a_cluster_configuration_go_yaml_reads_otherwise_is_refused() {
     let read = cluster_configuration(dir.path()).await;
     assert!(
         matches!(
-            read,
-            Err(KubeadmError::ClusterConfiguration(YamlError::MergeKey))
+            &read,
+            Err(KubeadmError::File { problem, .. })
+                if matches!(**problem, FileProblem::NotYaml(YamlError::MergeKey))
         ),
         "{read:?}"
     );
