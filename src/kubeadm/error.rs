@@ -130,11 +130,6 @@ pub enum FileProblem {
     )]
     NotTheCas(&'static str),
     // admin.conf not as kubeadm writes it. Names are escaped: the file may be the container's.
-    #[error("no current context")]
-    NoContext,
-    /// `of`: "cluster" or "user".
-    #[error("no {of} {name:?}")]
-    NoNamed { of: &'static str, name: String },
     #[error("its {0} is empty")]
     Empty(&'static str),
     /// `field`: the one kubeadm never writes, or `an unknown field "NAME"` (escaped).
