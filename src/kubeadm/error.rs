@@ -282,9 +282,8 @@ pub enum Refusal {
     #[error("--image {image:?} is not an image reference ({why}){IMAGE_FORM}")]
     Image { image: String, why: &'static str },
     #[error(
-        "{path} is in adopt's record but gone (certsync's container may delete it, and its \
-         client certificate stays certsync's to renew): put kubeadm's copy back from {backup}/ \
-         (cp -p), or revert the node"
+        "{path} is in adopt's record but gone (certsync's container may have deleted it): put \
+         kubeadm's copy back from {backup}/ (cp -p), or revert the node"
     )]
     RecordedGone { path: String, backup: String },
     /// A target certsync's pod would mount read-write, or a path revert moves or purges as
@@ -333,21 +332,19 @@ pub enum Refusal {
     /// `latest`: the share of `lifetime` by which it is renewed; `left`:
     /// what that leaves; `reread`: how often `component` re-reads its
     /// `kubeconfig`'s client certificate file, `margin` what must be left
-    /// beyond that; `minimum`: the shortest lifetime that leaves enough.
+    /// beyond that (issuing, writing, a late timer); `minimum`: the shortest
+    /// lifetime that leaves enough.
     #[error(
         "{config} renews {component}'s client certificate too late: mapping {name:?} (lifetime={}, renewed at \
          the latest at {}% of it) leaves {} of a certificate, and {component} reads it through \
          {kubeconfig} with client-go, which re-reads a client certificate file only every {}; \
-         at least {} must be left ({} and {} for issuing, writing and a late timer): give \
-         lifetime={} or longer with this renew=, or a renew= that ends earlier; nothing was \
-         changed",
+         at least {} must be left: give lifetime={} or longer with this renew=, or a renew= \
+         that ends earlier; nothing was changed",
         show(*.lifetime),
         (.latest * 1000.0).round() / 10.0,
         show(*.left),
         show(*.reread),
         show(*.reread + *.margin),
-        show(*.reread),
-        show(*.margin),
         show(*.minimum),
     )]
     TooLate {
@@ -363,8 +360,7 @@ pub enum Refusal {
         minimum: Duration,
     },
     #[error(
-        "{path} is on this adopted node, where certsync's pod could have written it (the pod \
-         does not mount it read-only; kubeadm deletes it once the kubelet has joined): a kubelet \
+        "{path} is on this adopted node, where certsync's pod could have written it: a kubelet \
          whose client certificate fails would bootstrap against the server it names, trusting \
          the CA it embeds. Nothing was changed: check it and delete it"
     )]
