@@ -158,8 +158,6 @@ pub enum FileProblem {
     },
     #[error("{template} names {ca} as its issuer but {ca} did not sign it")]
     NotSigned { template: String, ca: String },
-    #[error("not issued by the node's CA ({0})")]
-    NotNodeCas(Box<FileProblem>),
     #[error("its key is not the certificate's")]
     KeyMismatch,
     #[error("its key: {0}")]

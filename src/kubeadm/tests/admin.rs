@@ -222,7 +222,8 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
         matches!(&why, KubeadmError::File { problem, .. }
             if matches!(&**problem, FileProblem::Named { what, source }
                 if what == "its client certificate"
-                    && matches!(**source, FileProblem::NotNodeCas(_)))),
+                    && matches!(&**source, FileProblem::Named { what, .. }
+                        if what == "not issued by the node's CA"))),
         "{why}"
     );
     assert!(api.requests.lock().expect("lock").is_empty());
