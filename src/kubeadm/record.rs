@@ -118,11 +118,9 @@ pub(super) fn read_backup(
     node_path: &str,
 ) -> Result<(PathBuf, Vec<u8>), KubeadmError> {
     let at = backup_path(dir, backup, node_path);
-    let node_path = node_path.to_owned();
-    let rel =
-        (node_path.strip_prefix("/etc/kubernetes/")).ok_or_else(|| RevertError::NotBelow {
-            node_path: node_path.clone(),
-        })?;
+    let node = || node_path.to_owned();
+    let rel = (node_path.strip_prefix("/etc/kubernetes/"))
+        .ok_or_else(|| RevertError::NotBelow { node_path: node() })?;
     let bytes = super::node::read_optional(dir, &format!("{backup}/{rel}"))?;
     let bytes = bytes.ok_or_else(|| KubeadmError::file(&at, FileProblem::Missing))?;
     Ok((at, bytes))
