@@ -19,24 +19,26 @@ use super::paths::host;
 use super::record::State;
 use super::seen::Problem;
 use crate::source::client::ClientError;
+use crate::writer::WriterError;
 
 pub(super) const ADMIN: &str = "/etc/kubernetes/admin.conf";
 pub(super) const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 fn kubeadm_shape(kc: &Kubeconfig) -> Result<(&Cluster, &AuthInfo), FileProblem> {
-    let missing = |of, name: &str| FileProblem::NoNamed {
-        of,
+    // As writer's kubeconfig reading says it; names escaped: the file may be the container's.
+    let missing = |list: &str, name: &str| WriterError::NoEntry {
+        list: list.to_owned(),
         name: crate::escape(name).into_owned(),
     };
     let context = (kc.current_context.as_ref())
         .and_then(|name| kc.contexts.iter().find(|c| &c.name == name))
         .and_then(|c| c.context.as_ref())
-        .ok_or(FileProblem::NoContext)?;
+        .ok_or(WriterError::NoCurrentContext)?;
     let cluster = (kc.clusters.iter()).find(|c| c.name == context.cluster);
-    let cluster = cluster.ok_or_else(|| missing("cluster", &context.cluster))?;
+    let cluster = cluster.ok_or_else(|| missing("clusters", &context.cluster))?;
     let user_name = context.user.clone().unwrap_or_default();
     let user = (kc.auth_infos.iter()).find(|u| u.name == user_name);
-    let user = user.ok_or_else(|| missing("user", &user_name))?;
+    let user = user.ok_or_else(|| missing("users", &user_name))?;
     let c = (cluster.cluster.as_ref()).ok_or(FileProblem::Empty("cluster"))?;
     let u = (user.auth_info.as_ref()).ok_or(FileProblem::Empty("user"))?;
     // kubeadm's own fields taken out (the key stays a SecretString), anything else set is

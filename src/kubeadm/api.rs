@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde_yaml_ng::Value;
 
 use super::admin::Access;
-use super::error::{CLUSTER_CONFIGURATION_KEY, FileProblem, KubeadmError, Refusal};
+use super::error::{FileProblem, KubeadmError, Refusal};
 use crate::writer::{CaCluster, WriterError};
 
 /// How long adopt waits for each answer (status: a third).
@@ -110,14 +110,15 @@ const KUBEADM_CONFIG: Map = Map {
 pub async fn kubeadm_config(access: &Access) -> Result<(Value, kube::Client), KubeadmError> {
     let client = access.client(None)?;
     let object = KUBEADM_CONFIG.existing(&client, TIMEOUT).await?;
+    let at = Path::new("ConfigMap kube-system/kubeadm-config: ClusterConfiguration");
     let text = object
         .data
         .as_ref()
-        .and_then(|d| d.get(CLUSTER_CONFIGURATION_KEY))
-        .ok_or(KubeadmError::NoClusterConfiguration)?;
+        .and_then(|d| d.get("ClusterConfiguration"));
+    let text = text.ok_or_else(|| KubeadmError::file(at, FileProblem::Missing))?;
     // kubeadm reads it with go-yaml: what that reads otherwise (a merge key, a tag) is refused.
-    let config: Value =
-        crate::files::parse_yaml(text).map_err(KubeadmError::ClusterConfiguration)?;
+    let config: Value = crate::files::parse_yaml(text)
+        .map_err(|e| KubeadmError::file(at, FileProblem::NotYaml(e)))?;
     Ok((config, client))
 }
 

@@ -80,10 +80,8 @@ pub fn exposed(dir: &Path) -> Vec<Refusal> {
                 return;
             }
             let (path, mode, uid) = (path.to_owned(), meta.mode() & 0o7777, meta.uid());
-            if uid != 0 {
-                out.push((path.clone(), Refusal::KeyNotRoots { path, uid }));
-            } else if mode & 0o077 != 0 {
-                out.push((path.clone(), Refusal::KeyReadable { path, mode }));
+            if uid != 0 || mode & 0o077 != 0 {
+                out.push((path.clone(), Refusal::KeyExposed { path, mode, uid }));
             }
         });
     }

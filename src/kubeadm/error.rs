@@ -45,10 +45,6 @@ pub enum KubeadmError {
         namespace: &'static str,
         name: &'static str,
     },
-    #[error("ConfigMap kube-system/kubeadm-config: no {CLUSTER_CONFIGURATION_KEY} key")]
-    NoClusterConfiguration,
-    #[error("ConfigMap kube-system/kubeadm-config: {CLUSTER_CONFIGURATION_KEY}: {0}")]
-    ClusterConfiguration(#[source] crate::files::YamlError),
     #[error("initial issuance failed ({0}); no manifest was changed")]
     Issue(#[source] serde_yaml_ng::Error),
     #[error(
@@ -134,11 +130,6 @@ pub enum FileProblem {
     )]
     NotTheCas(&'static str),
     // admin.conf not as kubeadm writes it. Names are escaped: the file may be the container's.
-    #[error("no current context")]
-    NoContext,
-    /// `of`: "cluster" or "user".
-    #[error("no {of} {name:?}")]
-    NoNamed { of: &'static str, name: String },
     #[error("its {0} is empty")]
     Empty(&'static str),
     /// `field`: the one kubeadm never writes, or `an unknown field "NAME"` (escaped).
@@ -167,8 +158,6 @@ pub enum FileProblem {
     },
     #[error("{template} names {ca} as its issuer but {ca} did not sign it")]
     NotSigned { template: String, ca: String },
-    #[error("not issued by the node's CA ({0})")]
-    NotNodeCas(Box<FileProblem>),
     #[error("its key is not the certificate's")]
     KeyMismatch,
     #[error("its key: {0}")]
@@ -217,16 +206,14 @@ pub enum FileProblem {
     /// `csr:`): it has no renewal window.
     #[error("not a ca: or csr: mapping, so no renewal window")]
     NotIssued,
-    #[error("no live certificate ({0})")]
-    NoTarget(#[source] crate::writer::WriterError),
+    /// Its target, or the live revision in it, cannot be opened or read.
     #[error("the live certificate cannot be read ({0})")]
     LiveUnreadable(#[source] crate::writer::WriterError),
+    /// No live revision, or one that holds no certificate.
     #[error("no live certificate")]
     NoLive,
     #[error("the live revision is damaged ({0})")]
     Damaged(String),
-    #[error("the live revision holds no certificate")]
-    NoCertificate,
 }
 
 impl FileProblem {
@@ -278,12 +265,13 @@ pub enum Refusal {
     EncryptionAlgorithm { found: String },
     #[error("{cert}: a key of a size or curve kubeadm does not make")]
     KeySize { cert: &'static str },
+    /// adopt would back it up, and revert hand it back, as kubeadm's, as root's.
     #[error(
         "{} not in adopt's first backup: each appeared on this node after it was adopted (or \
-         an earlier certsync did not back it up), where certsync's container can write, so \
-         adopt cannot take it for kubeadm's; nothing was changed. Check each; move it out of \
+         an earlier certsync did not back it up), where certsync's container can write, so it \
+         is not taken for kubeadm's; nothing was changed. Check each; move it out of \
          /etc/kubernetes (kubeadm writes it again: `kubeadm init phase kubeconfig NAME`, \
-         `kubeadm init phase certs NAME`) and adopt again, or revert and adopt afresh",
+         `kubeadm init phase certs NAME`)",
         .missing.join(", ")
     )]
     Unrecorded { missing: Vec<String> },
@@ -292,16 +280,17 @@ pub enum Refusal {
     #[error("--image {image:?} is not an image reference ({why}){IMAGE_FORM}")]
     Image { image: String, why: &'static str },
     #[error(
-        "{path} is in adopt's record but gone (certsync's container may delete it, and its \
-         client certificate stays certsync's to renew): put kubeadm's copy back from {backup}/ \
-         (cp -p), or revert the node"
+        "{path} is in adopt's record but gone (certsync's container may have deleted it): put \
+         kubeadm's copy back from {backup}/ (cp -p), or revert the node"
     )]
     RecordedGone { path: String, backup: String },
+    /// A target certsync's pod would mount read-write, or a path revert moves or purges as
+    /// root: either would follow the link to the host directory it names.
     #[error(
-        "target {target} is reached through the symlink {link}: certsync's pod would mount \
-         where it leads read-write; remove the link (certsync's container may have made it)"
+        "{path} is reached through the symlink {link}, not followed: remove the link \
+         (certsync's container may have made it)"
     )]
-    TargetLink { target: String, link: String },
+    Link { path: String, link: String },
     #[error(
         "no --image, and the node has no certsync pod or record of adopt's naming one: give \
          --image{IMAGE_FORM}"
@@ -341,21 +330,19 @@ pub enum Refusal {
     /// `latest`: the share of `lifetime` by which it is renewed; `left`:
     /// what that leaves; `reread`: how often `component` re-reads its
     /// `kubeconfig`'s client certificate file, `margin` what must be left
-    /// beyond that; `minimum`: the shortest lifetime that leaves enough.
+    /// beyond that (issuing, writing, a late timer); `minimum`: the shortest
+    /// lifetime that leaves enough.
     #[error(
         "{config} renews {component}'s client certificate too late: mapping {name:?} (lifetime={}, renewed at \
          the latest at {}% of it) leaves {} of a certificate, and {component} reads it through \
          {kubeconfig} with client-go, which re-reads a client certificate file only every {}; \
-         at least {} must be left ({} and {} for issuing, writing and a late timer): give \
-         lifetime={} or longer with this renew=, or a renew= that ends earlier; nothing was \
-         changed",
+         at least {} must be left: give lifetime={} or longer with this renew=, or a renew= \
+         that ends earlier; nothing was changed",
         show(*.lifetime),
         (.latest * 1000.0).round() / 10.0,
         show(*.left),
         show(*.reread),
         show(*.reread + *.margin),
-        show(*.reread),
-        show(*.margin),
         show(*.minimum),
     )]
     TooLate {
@@ -371,20 +358,18 @@ pub enum Refusal {
         minimum: Duration,
     },
     #[error(
-        "{path} is on this adopted node, where certsync's pod could have written it (the pod \
-         does not mount it read-only; kubeadm deletes it once the kubelet has joined): a kubelet \
+        "{path} is on this adopted node, where certsync's pod could have written it: a kubelet \
          whose client certificate fails would bootstrap against the server it names, trusting \
          the CA it embeds. Nothing was changed: check it and delete it"
     )]
     KubeletBootstrap { path: &'static str },
     // A private key others may read (or not root's): adopt does not hand a node's CAs to
     // certsync while any local user may mint certificates with them.
-    #[error("{path} (mode {mode:04o}) may be read by its group or other users: chmod 0600 it")]
-    KeyReadable { path: String, mode: u32 },
     #[error(
-        "{path} belongs to uid {uid}, not root: that user may read or replace it; chown root:root it"
+        "{path} (mode {mode:04o}, owner uid {uid}) may be read or replaced by another user than \
+         root: chown root:root and chmod 0600 it"
     )]
-    KeyNotRoots { path: String, uid: u32 },
+    KeyExposed { path: String, mode: u32, uid: u32 },
     #[error("{path} {problem}: its keys cannot be judged")]
     KeysUnreadable { path: String, problem: FileProblem },
     #[error(
@@ -409,24 +394,10 @@ pub enum RevertError {
          again: it finishes what is left"
     )]
     PartReverted { source: Box<KubeadmError> },
-    #[error(
-        "{link} is a symlink, where certsync's {path} should be a directory or file of its \
-         own; nothing was changed: remove it (and check who made it), then run revert again"
-    )]
-    Symlink { link: String, path: String },
+    /// revert hands back only kubeadm's copy in the backup, or its certificate issued again,
+    /// never a file certsync's container could have written or a path it could have linked.
     #[error("{0}, then run revert again")]
     Planted(Box<Refusal>),
-    #[error("{link} is a symlink, where certsync's {path} should be; not following it")]
-    SymlinkNow { link: String, path: String },
-    #[error(
-        "kubeadm's copy of {} is not in adopt's backup (an earlier certsync adopted this node \
-         without backing it up, or it appeared since); nothing was changed. revert hands back only kubeadm's copy in \
-         the backup, or its certificate issued again, never a file certsync's container could \
-         have written. Check each; move it out of /etc/kubernetes (kubeadm writes it again: \
-         `kubeadm init phase kubeconfig NAME`, `kubeadm init phase certs NAME`), then revert",
-        .missing.join(", ")
-    )]
-    Unrecorded { missing: Vec<String> },
     #[error("{prefix}: not a pair adopt keeps")]
     NotAPair { prefix: String },
     #[error(
@@ -451,23 +422,10 @@ pub enum RevertError {
         at: PathBuf,
         kubeadms: String,
     },
-    #[error("backup of {node_path}: {}: {problem}", .at.display())]
-    Backup {
-        node_path: String,
-        at: PathBuf,
-        #[source]
-        problem: Box<FileProblem>,
-    },
     #[error("purge {node_path}: {source}")]
     Purge {
         node_path: String,
         source: std::io::Error,
-    },
-    /// A node path revert could not reach or change.
-    #[error("{}: {problem}", .path.display())]
-    At {
-        path: PathBuf,
-        problem: Box<FileProblem>,
     },
     #[error("move {} to {}: {step}{source}", from.display(), to.display())]
     Move {
@@ -485,8 +443,6 @@ pub enum RevertError {
     Differ { from: PathBuf, to: PathBuf },
     #[error("{node_path}: not below /etc/kubernetes")]
     NotBelow { node_path: String },
-    #[error("{0}")]
-    Way(#[source] crate::beneath::PathError),
     /// Its container could still write what revert hands back.
     #[error("{seen}; nothing of kubeadm's was handed back yet")]
     PodRunning { seen: Seen },
@@ -537,5 +493,3 @@ impl From<KubeadmError> for Seen {
 pub(super) const ACCEPTED: &str = "certsync kubeadm accepts admin.conf as kubeadm writes it: a server, \
      certificate-authority-data and an embedded client-certificate-data/client-key-data, nothing \
      that makes it read another file, trust another server or run a command";
-
-pub(super) const CLUSTER_CONFIGURATION_KEY: &str = "ClusterConfiguration";

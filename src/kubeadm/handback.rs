@@ -14,7 +14,7 @@ use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 
 use super::admin::CA;
-use super::error::{FileProblem, KubeadmError, RevertError};
+use super::error::{FileProblem, KubeadmError, Refusal, RevertError};
 use super::paths::host;
 use super::plan;
 use super::record::{State, read_backup, read_backup_text};
@@ -47,7 +47,7 @@ pub(super) fn handbacks(
 ) -> Result<(Vec<Handback>, Option<super::node::Cert>), KubeadmError> {
     let missing = plan::unrecorded(dir, state);
     if !missing.is_empty() {
-        return Err(RevertError::Unrecorded { missing }.into());
+        return Err(RevertError::Planted(Box::new(Refusal::Unrecorded { missing })).into());
     }
     let deadline = crate::validate::unix_seconds(std::time::SystemTime::now()) + REVERT_MARGIN_SECS;
     // A CA renewed since goes into each kubeconfig's CA data; from pki/ca.crt, which
@@ -229,10 +229,8 @@ pub(super) fn write(dir: &Path, node_path: &str, bytes: &[u8]) -> Result<(), Kub
     let node = || node_path.to_owned();
     let (parent, name) =
         (node_path.rsplit_once('/')).ok_or_else(|| RevertError::NotBelow { node_path: node() })?;
-    let d = super::moves::open_beneath(dir, parent).map_err(|blocked| RevertError::At {
-        path: node().into(),
-        problem: Box::new(blocked),
-    })?;
+    let blocked = |problem| KubeadmError::file(Path::new(node_path), problem);
+    let d = super::moves::open_beneath(dir, parent).map_err(blocked)?;
     let (crt, shown) = (node_path.ends_with(".crt"), host(dir, parent));
     let mode = if crt { 0o644 } else { 0o600 };
     crate::writer::replace_beneath(&d, name, mode, None, bytes, &shown)?;

@@ -17,7 +17,7 @@ use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
 use nix::libc::{S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use nix::sys::stat::Mode;
 
-use super::error::{FileProblem, RevertError};
+use super::error::{FileProblem, KubeadmError, Refusal, RevertError};
 use crate::beneath::{self, PathError, Walked};
 
 /// Moves `from` (a file, symlink or directory tree) to `to`, whose parent exists, both
@@ -282,25 +282,21 @@ pub fn remove_empty_dir(
     node_path: &str,
     moving: &[String],
     dry: bool,
-) -> Result<Left, RevertError> {
+) -> Result<Left, KubeadmError> {
     use cap_std::fs::MetadataExt as _;
-    let named = |e: std::io::Error| RevertError::At {
-        path: node_path.into(),
-        problem: Box::new(e.into()),
-    };
+    let named = |e: std::io::Error| KubeadmError::file(Path::new(node_path), e);
     let last = match node_path.rsplit_once('/') {
         Some((up, last)) if up.starts_with(super::paths::KUBEADM_DIR) && !last.is_empty() => last,
         _ => {
-            return Err(RevertError::NotBelow {
-                node_path: node_path.to_owned(),
-            });
+            let node_path = node_path.to_owned();
+            return Err(RevertError::NotBelow { node_path }.into());
         }
     };
     let handles = reach_dir(dir, node_path).and_then(|w| Ok((w.dir()?, w.parent_dir()?)));
     let (opened, parent) = match handles {
         Ok(both) => both,
         Err(FileProblem::Missing) => return Ok(Left::Absent),
-        Err(FileProblem::Way(e)) => return Err(RevertError::Way(e)),
+        Err(e @ FileProblem::Way(_)) => return Err(KubeadmError::file(Path::new(node_path), e)),
         Err(b) => return Ok(Left::Kept(b.to_string())),
     };
     let uid = opened.dir_metadata().map_err(named)?.uid();
@@ -350,16 +346,15 @@ fn reach_dir(dir: &Path, node_dir: &str) -> Result<beneath::Walked, FileProblem>
 /// `node_path` looked at again just before root claims, moves or purges it: a symlink the
 /// container made since the plan's look (it would lead root into the host directory it
 /// names), or a way not walked, is refused; `None`: absent, or a file on its way.
-pub fn reach_again(dir: &Path, node_path: &str) -> Result<Option<beneath::Walked>, RevertError> {
+pub fn reach_again(dir: &Path, node_path: &str) -> Result<Option<beneath::Walked>, KubeadmError> {
     let path = node_path.to_owned();
     match reach(dir, node_path) {
         Ok(walked) => Ok(Some(walked)),
         Err(FileProblem::Missing | FileProblem::NotDir(_)) => Ok(None),
-        Err(FileProblem::Link(link)) => Err(RevertError::SymlinkNow { link, path }),
-        Err(e) => Err(RevertError::At {
-            path: path.into(),
-            problem: Box::new(e),
-        }),
+        Err(FileProblem::Link(link)) => {
+            Err(RevertError::Planted(Box::new(Refusal::Link { path, link })).into())
+        }
+        Err(e) => Err(KubeadmError::file(Path::new(node_path), e)),
     }
 }
 

@@ -1,5 +1,5 @@
 use super::{
-    FileProblem, Left, MOVE_LIMIT, RevertError, contained, copy, look, move_path, parent, reach,
+    FileProblem, KubeadmError, Left, MOVE_LIMIT, RevertError, contained, copy, look, move_path, parent, reach,
     remove, remove_empty_dir,
 };
 use std::cell::RefCell;
@@ -208,7 +208,8 @@ fn a_move_onto_a_different_file_is_refused_naming_both() {
 
     let e = remove_empty_dir(d.path(), "/etc/other/x", &[], true);
     assert!(
-        matches!(&e, Err(RevertError::NotBelow { node_path }) if node_path == "/etc/other/x"),
+        matches!(&e, Err(KubeadmError::Revert(r))
+            if matches!(&**r, RevertError::NotBelow { node_path } if node_path == "/etc/other/x")),
         "{e:?}"
     );
     assert_eq!(

@@ -182,7 +182,7 @@ pub fn sound_pair(
 ) -> Result<i64, FileProblem> {
     let der = crate::pem::first_certificate(cert_pem)?;
     let leaf = Certificate::read(&der)?;
-    signed_by(&leaf, "it", ca, path).map_err(|e| FileProblem::NotNodeCas(Box::new(e)))?;
+    signed_by(&leaf, "it", ca, path).map_err(|e| e.of("not issued by the node's CA"))?;
     match crate::validate::key_matches(cert_pem, key_pem) {
         Ok(true) => Ok(leaf.validity().1),
         Ok(false) => Err(FileProblem::KeyMismatch),

@@ -380,11 +380,8 @@ pub(super) fn linked_targets<'a>(
 ) -> Result<(), KubeadmError> {
     for target in targets {
         if let Err(FileProblem::Link(link)) = super::moves::reach(dir, target) {
-            let target = target.clone();
-            return Err(KubeadmError::refused(
-                dir,
-                Refusal::TargetLink { target, link },
-            ));
+            let path = target.clone();
+            return Err(KubeadmError::refused(dir, Refusal::Link { path, link }));
         }
     }
     Ok(())

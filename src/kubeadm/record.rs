@@ -121,18 +121,9 @@ pub(super) fn read_backup(
     let node = || node_path.to_owned();
     let rel = (node_path.strip_prefix("/etc/kubernetes/"))
         .ok_or_else(|| RevertError::NotBelow { node_path: node() })?;
-    let problem = match super::node::read_optional(dir, &format!("{backup}/{rel}")) {
-        Ok(Some(bytes)) => return Ok((at, bytes)),
-        Ok(None) => Box::new(FileProblem::Missing),
-        Err(KubeadmError::File { problem, .. }) => problem,
-        Err(e) => return Err(e),
-    };
-    Err(RevertError::Backup {
-        node_path: node(),
-        at,
-        problem,
-    }
-    .into())
+    let bytes = super::node::read_optional(dir, &format!("{backup}/{rel}"))?;
+    let bytes = bytes.ok_or_else(|| KubeadmError::file(&at, FileProblem::Missing))?;
+    Ok((at, bytes))
 }
 
 /// [`read_backup`] as text, as a kubeconfig is read.

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::error::{FileProblem, KubeadmError, RevertError};
+use super::error::{FileProblem, KubeadmError, Refusal, RevertError};
 use super::handback::{Handback, handbacks};
 use super::manifest::{self, BY_FILE, KUBECONFIGS, Manifest, manifest_path};
 use super::moves::{self, Left};
@@ -32,7 +32,7 @@ pub struct RevertPlan {
     pub targets: usize,
     pub opts: RevertOptions,
     /// The directories adopt made and what becomes of each: as foreseen, then as found.
-    pub dirs: Vec<(String, Result<Left, RevertError>)>,
+    pub dirs: Vec<(String, Result<Left, KubeadmError>)>,
 }
 
 /// The plan for the node at `opts.dir` (`None`: not adopted): everything that could refuse.
@@ -53,7 +53,7 @@ pub fn plan(opts: &RevertOptions) -> Result<Option<RevertPlan>, KubeadmError> {
     for path in &own {
         if let Err(FileProblem::Link(link)) = moves::reach(dir, path) {
             let path = path.clone();
-            return Err(RevertError::Symlink { link, path }.into());
+            return Err(RevertError::Planted(Box::new(Refusal::Link { path, link })).into());
         }
     }
     let pod = pod::Current::read(dir)?;
@@ -113,7 +113,7 @@ pub(super) fn tidy(
     made: &[String],
     moving: &[String],
     dry: bool,
-) -> Vec<(String, Result<Left, RevertError>)> {
+) -> Vec<(String, Result<Left, KubeadmError>)> {
     let tidy = |d: &String| {
         let names: Vec<String> = (moving.iter())
             .filter_map(|p| p.strip_prefix(&format!("{d}/")))

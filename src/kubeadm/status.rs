@@ -227,13 +227,14 @@ fn window(
     c: &mut CertStatus,
 ) -> Result<Option<String>, FileProblem> {
     let writer = crate::writer::Writer::existing(host(dir, &c.target));
-    let live = (writer.map_err(FileProblem::NoTarget)?.live())
-        .map_err(FileProblem::LiveUnreadable)?
-        .ok_or(FileProblem::NoLive)?;
+    let live = writer
+        .and_then(|w| w.live())
+        .map_err(FileProblem::LiveUnreadable)?;
+    let live = live.ok_or(FileProblem::NoLive)?;
     if let Some(p) = live.problem {
         return Err(FileProblem::Damaged(p));
     }
-    let leaf = crate::validate::leaf_of_bundle(&live.bundle).ok_or(FileProblem::NoCertificate)?;
+    let leaf = crate::validate::leaf_of_bundle(&live.bundle).ok_or(FileProblem::NoLive)?;
     let (start, end) = (leaf.not_before, leaf.not_after);
     c.not_before = Some(rfc3339(start));
     c.not_after = Some(rfc3339(end));

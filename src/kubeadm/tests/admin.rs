@@ -180,8 +180,9 @@ async fn attack_a_cluster_configuration_go_yaml_reads_otherwise_is_refused() {
     let read = cluster_configuration(dir.path()).await;
     assert!(
         matches!(
-            read,
-            Err(KubeadmError::ClusterConfiguration(YamlError::MergeKey))
+            &read,
+            Err(KubeadmError::File { problem, .. })
+                if matches!(**problem, FileProblem::NotYaml(YamlError::MergeKey))
         ),
         "{read:?}"
     );
@@ -221,7 +222,8 @@ async fn attack_a_client_pair_the_nodes_ca_did_not_issue_is_refused() {
         matches!(&why, KubeadmError::File { problem, .. }
             if matches!(&**problem, FileProblem::Named { what, source }
                 if what == "its client certificate"
-                    && matches!(**source, FileProblem::NotNodeCas(_)))),
+                    && matches!(&**source, FileProblem::Named { what, .. }
+                        if what == "not issued by the node's CA"))),
         "{why}"
     );
     assert!(api.requests.lock().expect("lock").is_empty());

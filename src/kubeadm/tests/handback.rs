@@ -182,7 +182,8 @@ async fn attack_a_symlink_in_place_of_certsyncs_targets_is_never_followed() {
         };
         let why = revert_refusal(&opts).await;
         assert!(
-            matches!(&why, RevertError::Symlink { link, .. } if link == "/etc/kubernetes/pki/certsync"),
+            matches!(&why, RevertError::Planted(r) if matches!(&**r, Refusal::Link { link, .. }
+                if link == "/etc/kubernetes/pki/certsync")),
             "{why}"
         );
         assert_eq!(

@@ -143,8 +143,8 @@ async fn attack_a_target_the_container_made_a_symlink_is_never_mounted_into_its_
         .expect("planted link");
     let why = refusal(d).await;
     assert!(
-        matches!(&why, Refusal::TargetLink { target, .. }
-            if target == "/etc/kubernetes/pki/certsync/scheduler-client"),
+        matches!(&why, Refusal::Link { path, .. }
+            if path == "/etc/kubernetes/pki/certsync/scheduler-client"),
         "{why}"
     );
     assert_eq!(std::fs::read_dir(host_dir.path()).expect("ls").count(), 0);

@@ -56,13 +56,16 @@ async fn revert_refuses_what_it_cannot_issue_again_or_the_backup_lacks() {
         .remove("/etc/kubernetes/scheduler.conf");
     std::fs::write(host(d, plan::STATE), state.to_string()).expect("state");
     match revert_refusal(&revert_options(d)).await {
-        RevertError::Unrecorded { missing } => assert_eq!(
-            missing,
-            [
-                "/etc/kubernetes/scheduler.conf",
-                "/etc/kubernetes/pki/etcd/peer.crt"
-            ]
-        ),
+        RevertError::Planted(r) => match *r {
+            Refusal::Unrecorded { missing } => assert_eq!(
+                missing,
+                [
+                    "/etc/kubernetes/scheduler.conf",
+                    "/etc/kubernetes/pki/etcd/peer.crt"
+                ]
+            ),
+            other => panic!("{other}"),
+        },
         other => panic!("{other}"),
     }
 }

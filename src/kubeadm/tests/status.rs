@@ -579,9 +579,9 @@ fn attack_a_private_key_others_may_read_is_named() {
     let found = exposed(dir.path());
     assert!(
         matches!(found.as_slice(), [
-            Refusal::KeyReadable { path: a, mode: 0o640 },
-            Refusal::KeyNotRoots { path: b, uid: 1000 },
-            Refusal::KeyReadable { path: c, mode: 0o644 },
+            Refusal::KeyExposed { path: a, mode: 0o640, uid: 0 },
+            Refusal::KeyExposed { path: b, mode: 0o600, uid: 1000 },
+            Refusal::KeyExposed { path: c, mode: 0o644, uid: 0 },
         ] if a == "/etc/kubernetes/certsync/backup/20261127T120000Z/pki/apiserver.key"
             && b == "/etc/kubernetes/pki/etcd/ca.key"
             && c == "/etc/kubernetes/pki/front-proxy-ca.key"),
@@ -647,7 +647,7 @@ fn attack_names_a_container_chooses_neither_hide_a_key_nor_reach_the_terminal() 
     }
     assert!(
         found.iter().any(
-            |e| matches!(e, Refusal::KeyReadable { path, .. } if path.ends_with("/exposed.key"))
+            |e| matches!(e, Refusal::KeyExposed { path, .. } if path.ends_with("/exposed.key"))
         ),
         "{found:#?}"
     );
