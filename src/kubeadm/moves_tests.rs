@@ -1,6 +1,6 @@
 use super::{
-    FileProblem, KubeadmError, Left, MOVE_LIMIT, RevertError, contained, copy, look, move_path, parent, reach,
-    remove, remove_empty_dir,
+    FileProblem, KubeadmError, Left, MOVE_LIMIT, RevertError, contained, copy, look, move_path,
+    parent, reach, remove, remove_empty_dir,
 };
 use std::cell::RefCell;
 use std::os::unix::fs::symlink;
